@@ -1,0 +1,37 @@
+"""minispore: a readable NumPy re-implementation of MindSpore 2.3's ideas.
+
+Layers (DESIGN.md §2): common -> ops -> backend -> autograd -> graph -> jit -> nn -> train/llm -> cli.
+"""
+__version__ = "0.1.0"
+
+from .common import dtype
+from .common.dtype import (bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8,
+                           half, single, double, dtype_to_nptype)
+from .common.context import (GRAPH_MODE, PYNATIVE_MODE, get_context, set_context, set_seed, get_seed,
+                             get_rng_state, set_rng_state)
+from .common.tensor import Parameter, ParameterTuple, Tensor
+from .common.errors import MinisporeError, OpTypeError, OpValueError, MinisporeRuntimeError
+from . import ops
+from .backend import registry as _backend_registry          # noqa: F401  (backend selection)
+from .backend import dispatch as _dispatch                  # noqa: F401  (installs the eager executor)
+from .autograd import GradOperation, grad, jvp, value_and_grad, vjp
+from .ops import stop_gradient
+
+_LAZY = {
+    "nn": "minispore.nn",
+    "train": "minispore.train",
+    "llm": "minispore.llm",
+    "testing": "minispore.testing",
+    "dataset": "minispore.dataset",
+    "save_checkpoint": "minispore.train.serialization",
+    "load_checkpoint": "minispore.train.serialization",
+    "load_param_into_net": "minispore.train.serialization",
+}
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        mod = importlib.import_module(_LAZY[name])
+        return mod if _LAZY[name].endswith(name) else getattr(mod, name)
+    raise AttributeError(f"module 'minispore' has no attribute '{name}'")

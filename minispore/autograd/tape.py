@@ -1,0 +1,166 @@
+"""The PyNative autodiff tape.
+
+While a gradient is being computed (`grad_state.depth > 0`) every differentiable primitive whose
+inputs include a tracked tensor leaves a `Node` on its outputs: the primitive, its inputs and
+attributes, its outputs, and the inputs' versions at that moment. `backward` walks those nodes in
+reverse topological order (iteratively: a 10,000-op chain is fine) and calls each primitive's
+backward rule. Because backward rules are written in minispore ops, running them while an outer
+gradient is recording records them too: that is all higher-order gradients need.
+"""
+from __future__ import annotations
+
+from ..common import grad_state
+from ..common.errors import MinisporeRuntimeError
+from ..common.tensor import Tensor, _wrap
+
+
+class Node:
+    """One recorded primitive application (or a leaf, when `prim` is None)."""
+
+    __slots__ = ("prim", "inputs", "attrs", "outputs", "versions")
+
+    def __init__(self, prim, inputs, attrs, outputs, versions):
+        self.prim = prim
+        self.inputs = inputs
+        self.attrs = attrs
+        self.outputs = outputs
+        self.versions = versions
+
+    def __repr__(self):
+        return f"Node({self.prim.name if self.prim is not None else 'leaf'})"
+
+
+def record(prim, inputs, attrs, outputs):
+    versions = tuple([x._version if isinstance(x, Tensor) else 0 for x in inputs])
+    node = Node(prim, inputs, attrs, outputs, versions)
+    if type(outputs) is tuple:
+        for o in outputs:
+            o._node = node
+    else:
+        outputs._node = node
+    return node
+
+
+grad_state.record = record
+
+
+class _Identity:
+    """Pseudo-primitive linking an inner gradient's leaf to the outer gradient's graph."""
+
+    name = "identity"
+
+    @staticmethod
+    def bprop(inputs, out, dout):
+        return (dout,)
+
+
+IDENTITY = _Identity()
+
+
+def make_leaf_node(x: Tensor, owner: Tensor) -> Node:
+    """A leaf for `owner` (which shares x's data). If x is tracked by an outer gradient, the leaf is
+    an identity node on x so gradients flow on to the outer computation."""
+    if x._node is not None and grad_state.depth > 1:
+        return Node(IDENTITY, (x,), {}, owner, (x._version,))
+    return Node(None, (), {}, owner, ())
+
+
+def make_leaf(x: Tensor) -> Tensor:
+    t = _wrap(x._data)
+    t._node = make_leaf_node(x, t)
+    return t
+
+
+def _toposort(roots, stop_nodes):
+    """Nodes reachable from `roots` (tensors), inputs before users; does not expand `stop_nodes`."""
+    order, visited = [], set()
+    stack = []
+    for r in roots:
+        if isinstance(r, Tensor) and r._node is not None and id(r._node) not in visited:
+            stack.append((r._node, False))
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        if id(node) in stop_nodes or node.prim is None:
+            continue
+        for x in node.inputs:
+            if isinstance(x, Tensor) and x._node is not None and id(x._node) not in visited:
+                stack.append((x._node, False))
+    return order
+
+
+def _zeros_like(t):
+    from ..ops import functional as F
+    return F.zeros_like(t)
+
+
+def _accumulate(grads, tensors, x, g):
+    k = id(x)
+    prev = grads.get(k)
+    if prev is None:
+        grads[k] = g
+        tensors[k] = x
+    else:
+        grads[k] = prev + g
+
+
+def backward(outputs, douts, target_nodes):
+    """Gradients of sum(<output_i, dout_i>) with respect to each leaf node in `target_nodes`.
+
+    Returns a list aligned with `target_nodes` (None where no gradient reached the leaf).
+    """
+    stop = {id(n): n for n in target_nodes}
+    order = _toposort(outputs, stop)
+    grads, tensors = {}, {}
+    for o, d in zip(outputs, douts):
+        if isinstance(o, Tensor) and o._node is not None and d is not None:
+            _accumulate(grads, tensors, o, d)
+
+    for node in reversed(order):
+        if node.prim is None or id(node) in stop:
+            continue
+        outs = node.outputs
+        if type(outs) is tuple:
+            douts_n = [grads.pop(id(o), None) for o in outs]
+            if all(d is None for d in douts_n):
+                continue
+            dout = tuple(d if d is not None else _zeros_like(o) for d, o in zip(douts_n, outs))
+        else:
+            dout = grads.pop(id(outs), None)
+            if dout is None:
+                continue
+        for x, v in zip(node.inputs, node.versions):
+            if isinstance(x, Tensor) and x._version != v:
+                raise MinisporeRuntimeError(
+                    f"autodiff: an input of '{node.prim.name}' was modified in place (by __setitem__ or "
+                    f"set_data) after it was used; its gradient would be wrong. Copy the tensor "
+                    f"(`t.copy()`) before writing to it.")
+        in_grads = node.prim.bprop(node.inputs, outs, dout, **node.attrs)
+        for x, g in zip(node.inputs, in_grads):
+            if g is not None and isinstance(x, Tensor) and x._node is not None:
+                _accumulate(grads, tensors, x, g)
+
+    result = {}
+    for k, g in grads.items():
+        n = tensors[k]._node
+        if n is not None and id(n) in stop:
+            result[id(n)] = g if id(n) not in result else result[id(n)] + g
+    return [result.get(id(n)) for n in target_nodes], order
+
+
+def release(order):
+    """Break the tensor <-> node cycles of a finished outermost gradient so memory is freed now."""
+    for node in order:
+        outs = node.outputs
+        if type(outs) is tuple:
+            for o in outs:
+                o._node = None
+        elif outs is not None:
+            outs._node = None
+        node.inputs = node.outputs = None

@@ -1,0 +1,274 @@
+"""Tensor and Parameter.
+
+A Tensor is a NumPy array plus two pieces of autodiff bookkeeping:
+
+* `_node`: the tape node that produced it (None unless a gradient is being computed), and
+* `_version`: bumped by in-place writes (`__setitem__`), so autodiff can refuse to use a value
+  that was overwritten after it was saved.
+
+Operators and most methods (`+`, `@`, `.sum()`, `.reshape()` ...) are attached by
+`minispore.ops.tensor_methods`, because they are ops and ops sit one layer above this module.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import dtype as mstype
+from .errors import OpTypeError, OpValueError
+
+
+def _to_array(data, dtype):
+    """Convert user data to an ndarray with MindSpore's default dtype inference."""
+    if isinstance(data, Tensor):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, (bool, np.bool_)):
+        arr = np.asarray(data, dtype=np.bool_)
+    elif isinstance(data, numbers.Integral):
+        arr = np.asarray(data, dtype=np.int64)
+    elif isinstance(data, numbers.Real):
+        arr = np.asarray(data, dtype=np.float32)
+    elif isinstance(data, (list, tuple)):
+        try:
+            arr = np.asarray([x.asnumpy() if isinstance(x, Tensor) else x for x in data])
+        except ValueError as e:
+            raise OpValueError("Tensor", "a rectangular nested list of numbers", f"ragged data ({e})") from None
+        if arr.dtype == np.float64 and dtype is None:
+            arr = arr.astype(np.float32)       # Python floats default to float32, as in MindSpore
+        elif arr.dtype.kind in "iu" and dtype is None:
+            arr = arr.astype(np.int64)
+    elif isinstance(data, np.generic):
+        arr = np.asarray(data)
+    else:
+        raise OpTypeError("Tensor", "a Tensor, ndarray, list, tuple, or Python/NumPy scalar",
+                          type(data).__name__)
+    if arr.dtype.kind not in "biuf" and arr.dtype != mstype.bfloat16.np:
+        raise OpTypeError("Tensor", "numeric or bool data", f"numpy dtype {arr.dtype}")
+    if dtype is not None:
+        d = mstype.as_dtype(dtype)
+        if arr.dtype != d.np:
+            arr = arr.astype(d.np)
+    elif arr.dtype not in mstype._BY_NP:
+        arr = arr.astype(mstype.float32.np if arr.dtype.kind == "f" else mstype.int64.np)
+    return arr
+
+
+class Tensor:
+    """An n-dimensional array with a minispore dtype.
+
+    `Tensor(input_data=None, dtype=None, shape=None, init=None, const_arg=False, device=None)`
+    follows MindSpore: `Tensor([1, 2])` is Int64, `Tensor([1.0])` and `Tensor(1.0)` are Float32,
+    `Tensor(np.ones(2))` keeps Float64. NumPy arrays are taken without copying.
+    """
+
+    __slots__ = ("_data", "_node", "_version", "__weakref__")
+    __array_priority__ = 100          # so ndarray + Tensor defers to Tensor.__radd__
+
+    def __init__(self, input_data=None, dtype=None, shape=None, init=None, const_arg=False, device=None):
+        if input_data is None:
+            if init is not None:
+                # lazy initializer object from minispore.common.initializer
+                arr = init.generate(tuple(shape), mstype.as_dtype(dtype or mstype.float32))
+            elif shape is not None:
+                arr = np.zeros(tuple(shape), dtype=mstype.as_dtype(dtype or mstype.float32).np)
+            else:
+                raise OpValueError("Tensor", "input_data, or shape (with optional init)", "neither")
+        else:
+            arr = _to_array(input_data, dtype)
+            if shape is not None and tuple(arr.shape) != tuple(shape):
+                raise OpValueError("Tensor", f"data of shape {tuple(shape)}", f"shape {arr.shape}")
+        self._data = arr
+        self._node = None
+        self._version = 0
+
+    # -- metadata ---------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> mstype.DType:
+        return mstype._BY_NP[self._data.dtype]
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def size(self) -> int:
+        return self._data.size
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self._data.nbytes
+
+    @property
+    def strides(self) -> tuple:
+        return self._data.strides
+
+    def is_contiguous(self) -> bool:
+        return self._data.flags["C_CONTIGUOUS"]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return self._data.size
+
+    # -- host access ----------------------------------------------------------------------------
+    def asnumpy(self) -> np.ndarray:
+        """The data as a NumPy array (shares memory, like MindSpore on CPU)."""
+        return self._data
+
+    def numpy(self) -> np.ndarray:
+        return self._data
+
+    def item(self, index=None):
+        if index is None:
+            if self._data.size != 1:
+                raise OpValueError("Tensor.item", "a tensor with exactly one element",
+                                   f"shape {self.shape}")
+            return self._data.reshape(()).item()
+        return self._data.item(index)
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise OpTypeError("len", "a tensor with at least one dimension", "a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise OpValueError("Tensor.__bool__", "a tensor with one element",
+                               f"shape {self.shape}; use .any() or .all()")
+        return bool(self._data.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in ("int", "uint") or self._data.size != 1:
+            raise OpTypeError("Tensor.__index__", "a one-element integer tensor",
+                              f"{self.dtype} of shape {self.shape}")
+        return int(self.item())
+
+    __hash__ = object.__hash__        # __eq__ is elementwise (attached by ops), identity hash stays
+
+    def __repr__(self):
+        body = np.array2string(np.asarray(self._data, dtype=np.float32) if self._data.dtype == mstype.bfloat16.np
+                               else self._data, separator=", ", prefix="Tensor(")
+        return f"Tensor(shape={list(self.shape)}, dtype={self.dtype}, value=\n{body})"
+
+    def __str__(self):
+        return self.__repr__()
+
+    def __copy__(self):
+        return _wrap(self._data)
+
+    def __deepcopy__(self, memo):
+        return _wrap(self._data.copy())
+
+    def __reduce__(self):
+        return (Tensor, (self._data,))
+
+    def copy(self) -> "Tensor":
+        return _wrap(self._data.copy())
+
+    def astype(self, dtype) -> "Tensor":
+        from ..ops import functional as F     # late import: ops sit above common
+        return F.cast(self, dtype)
+
+    def set_dtype(self, dtype):
+        self._data = self._data.astype(mstype.as_dtype(dtype).np)
+        return self
+
+
+def _wrap(arr: np.ndarray) -> Tensor:
+    """Fast internal constructor: take `arr` as the storage, no checks, no copy."""
+    t = Tensor.__new__(Tensor)
+    t._data = arr
+    t._node = None
+    t._version = 0
+    return t
+
+
+class Parameter(Tensor):
+    """A named, trainable Tensor held by a Cell.
+
+    `Parameter(default_input, name=None, requires_grad=True, layerwise_parallel=False,
+    parallel_optimizer=True)`; repr follows MindSpore:
+    `Parameter (name=p, shape=(2, 3), dtype=Float32, requires_grad=True)`.
+    """
+
+    __slots__ = ("name", "requires_grad", "layerwise_parallel", "parallel_optimizer", "_cell_named")
+
+    def __init__(self, default_input, name=None, requires_grad=True, layerwise_parallel=False,
+                 parallel_optimizer=True, storage_format="", device=None):
+        if isinstance(default_input, Tensor):
+            arr = default_input._data
+        elif hasattr(default_input, "generate_for_parameter"):      # lazy initializer
+            arr = default_input.generate_for_parameter()
+        else:
+            arr = _to_array(default_input, None)
+        if arr.dtype == np.float64 and not isinstance(default_input, (Tensor, np.ndarray)):
+            arr = arr.astype(np.float32)
+        self._data = arr
+        self._node = None
+        self._version = 0
+        self.name = name if name is not None else "Parameter"
+        self.requires_grad = bool(requires_grad)
+        self.layerwise_parallel = layerwise_parallel
+        self.parallel_optimizer = parallel_optimizer
+        self._cell_named = name is not None
+
+    def set_data(self, data, slice_shape=False):
+        """Replace the value. The shape must match unless `slice_shape=True`."""
+        arr = data._data if isinstance(data, Tensor) else _to_array(data, None)
+        if not slice_shape and tuple(arr.shape) != tuple(self._data.shape):
+            raise OpValueError("Parameter.set_data", f"data of shape {self.shape} for '{self.name}'",
+                               f"shape {tuple(arr.shape)}")
+        if arr.dtype != self._data.dtype:
+            arr = arr.astype(self._data.dtype)
+        self._data = arr
+        self._version += 1
+        return self
+
+    def clone(self, init="same"):
+        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad)
+
+    @property
+    def data(self):
+        return self
+
+    def __repr__(self):
+        return (f"Parameter (name={self.name}, shape={tuple(self.shape)}, dtype={self.dtype}, "
+                f"requires_grad={self.requires_grad})")
+
+    def __reduce__(self):
+        return (Parameter, (self._data, self.name, self.requires_grad))
+
+    def __deepcopy__(self, memo):
+        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad)
+
+
+class ParameterTuple(tuple):
+    """A tuple of Parameters (MindSpore keeps this name for optimizer/grad parameter lists)."""

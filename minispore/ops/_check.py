@@ -1,0 +1,130 @@
+"""Validation helpers shared by inference rules. Each raises a minispore error naming the op."""
+from __future__ import annotations
+
+import numbers
+
+from ..common import dtype as mstype
+from ..common.errors import OpIndexError, OpTypeError, OpValueError
+from .primitive import AbstractTensor
+
+
+def is_tensor(x) -> bool:
+    """True for Tensors and AbstractTensors (anything with shape and dtype that inference reads)."""
+    return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (numbers.Number,))
+
+
+def tensor(op: str, arg: str, x):
+    if not is_tensor(x) or isinstance(x, type):
+        raise OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
+    return x
+
+
+def tensor_or_scalar(op: str, arg: str, x):
+    if is_tensor(x) or (isinstance(x, numbers.Number) and not isinstance(x, complex)):
+        return x
+    raise OpTypeError(op, f"'{arg}' to be a Tensor or a real number", type(x).__name__)
+
+
+def floating(op: str, arg: str, x):
+    tensor(op, arg, x)
+    if not x.dtype.is_floating:
+        raise OpTypeError(op, f"'{arg}' to have a floating dtype (Float16, BFloat16, Float32, Float64)",
+                          str(x.dtype))
+    return x
+
+
+def dtype_in(op: str, arg: str, x, allowed):
+    if x.dtype not in allowed:
+        raise OpTypeError(op, f"'{arg}' dtype in {[str(d) for d in allowed]}", str(x.dtype))
+    return x
+
+
+def integer(op: str, arg: str, x):
+    tensor(op, arg, x)
+    if x.dtype.kind not in ("int", "uint"):
+        raise OpTypeError(op, f"'{arg}' to have an integer dtype", str(x.dtype))
+    return x
+
+
+def int_attr(op: str, arg: str, v, minimum=None):
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+        raise OpTypeError(op, f"'{arg}' to be an int", f"{type(v).__name__} {v!r}")
+    if minimum is not None and v < minimum:
+        raise OpValueError(op, f"'{arg}' >= {minimum}", repr(v))
+    return int(v)
+
+
+def float_attr(op: str, arg: str, v, lo=None, hi=None):
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise OpTypeError(op, f"'{arg}' to be a float", f"{type(v).__name__} {v!r}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise OpValueError(op, f"'{arg}' in [{lo}, {hi}]", repr(v))
+    return float(v)
+
+
+def axis(op: str, ax, ndim: int) -> int:
+    """Normalize one axis into [0, ndim)."""
+    if not isinstance(ax, numbers.Integral) or isinstance(ax, bool):
+        raise OpTypeError(op, "'axis' to be an int", f"{type(ax).__name__} {ax!r}")
+    n = max(ndim, 1)
+    if not -n <= ax < n:
+        raise OpIndexError(op, f"'axis' in [{-n}, {n})", f"{ax} for a {ndim}-d input")
+    return int(ax) % n
+
+
+def axes(op: str, ax, ndim: int) -> tuple:
+    """Normalize None / int / sequence of ints into a sorted tuple of axes (None = all)."""
+    if ax is None or (isinstance(ax, (tuple, list)) and len(ax) == 0):
+        return tuple(range(ndim))
+    if isinstance(ax, (tuple, list)):
+        out = tuple(axis(op, a, ndim) for a in ax)
+        if len(set(out)) != len(out):
+            raise OpValueError(op, "distinct axes", repr(tuple(ax)))
+        return tuple(sorted(out))
+    return (axis(op, ax, ndim),)
+
+
+def shape_arg(op: str, shape) -> tuple:
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
+        return (int(shape),)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shape):
+        raise OpTypeError(op, "a shape as a tuple of ints", repr(shape))
+    return tuple(int(s) for s in shape)
+
+
+def broadcast(op: str, *shapes) -> tuple:
+    """NumPy broadcasting of shapes, with a minispore error on mismatch."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return shapes[0]
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(-ndim, 0):
+        dim = 1
+        for s in shapes:
+            d = s[i] if -i <= len(s) else 1
+            if d != 1:
+                if dim != 1 and d != dim:
+                    raise OpValueError(op, "input shapes that broadcast together",
+                                       " and ".join(str(tuple(s)) for s in shapes))
+                dim = d
+        out.append(dim)
+    return tuple(out)
+
+
+def result_dtype(op: str, *xs) -> mstype.DType:
+    """Promote the dtypes of tensor inputs; Python scalars are weak (see dtype.promote_scalar)."""
+    d = None
+    for x in xs:
+        if is_tensor(x):
+            d = x.dtype if d is None else mstype.promote(d, x.dtype)
+    if d is None:
+        d = mstype.float32
+    for x in xs:
+        if not is_tensor(x):
+            d = mstype.promote_scalar(d, x)
+    return d
+
+
+def out(shape, dtype) -> AbstractTensor:
+    return AbstractTensor(shape, dtype)

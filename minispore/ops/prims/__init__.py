@@ -1,0 +1,1 @@
+"""Primitive definitions, one module per op family. Importing this package registers them all."""

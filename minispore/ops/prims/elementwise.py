@@ -1,0 +1,470 @@
+"""Elementwise arithmetic, math and comparison primitives.
+
+Binary ops broadcast NumPy-style and promote with the one table in `common.dtype`; a Python scalar
+operand is 'weak' (it never widens the tensor's dtype). Backward rules reduce the incoming gradient
+back to each operand's shape (`sum_to`), since broadcasting copied it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.special
+
+from ...common import dtype as mstype
+from ...common.tensor import Tensor
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+
+_TENSOR = (Tensor, AbstractTensor)
+
+
+# ------------------------------------------------------------------------------------------------
+# inference helpers
+def _binary_infer(name, out_dtype=None, float_result=False):
+    def infer(x, y):
+        xt, yt = isinstance(x, _TENSOR), isinstance(y, _TENSOR)
+        if xt and yt:
+            shape = x.shape if x.shape == y.shape else C.broadcast(name, x.shape, y.shape)
+            dt = x.dtype if x.dtype is y.dtype else mstype.promote(x.dtype, y.dtype)
+        elif xt:
+            C.tensor_or_scalar(name, "other", y)
+            shape, dt = x.shape, mstype.promote_scalar(x.dtype, y)
+        elif yt:
+            C.tensor_or_scalar(name, "input", x)
+            shape, dt = y.shape, mstype.promote_scalar(y.dtype, x)
+        else:
+            raise C.OpTypeError(name, "at least one Tensor operand",
+                                f"{type(x).__name__} and {type(y).__name__}")
+        if float_result and dt.kind != "float":
+            dt = mstype.float32
+        return AbstractTensor(shape, out_dtype or dt)
+    return infer
+
+
+def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False):
+    def infer(x):
+        if not isinstance(x, _TENSOR):
+            raise C.OpTypeError(name, "'input' to be a Tensor", type(x).__name__)
+        dt = x.dtype
+        if float_only and dt.kind != "float":
+            if int_to_float:
+                dt = mstype.float32
+            else:
+                raise C.OpTypeError(name, "a floating-point input", str(dt))
+        return AbstractTensor(x.shape, out_dtype or dt)
+    return infer
+
+
+# ------------------------------------------------------------------------------------------------
+# backward helpers (written in minispore ops so they are differentiable themselves)
+def sum_to(g, shape):
+    """Sum a broadcast gradient back down to `shape`."""
+    if g.shape == tuple(shape):
+        return g
+    from .reduction import reduce_sum
+    from .shape import reshape
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
+    r = reduce_sum(g, axes, keep_dims=True) if axes else g
+    return reshape(r, tuple(shape)) if r.shape != tuple(shape) else r
+
+
+def _shape(x):
+    return x.shape if isinstance(x, Tensor) else ()
+
+
+def _grad_for(x, g):
+    """Gradient for an operand: None for Python scalars, else summed to its shape."""
+    if not isinstance(x, Tensor):
+        return None
+    return sum_to(g, x.shape)
+
+
+# ------------------------------------------------------------------------------------------------
+# binary arithmetic
+def _add_bprop(inputs, out, dout):
+    x, y = inputs
+    return _grad_for(x, dout), _grad_for(y, dout)
+
+
+def _sub_bprop(inputs, out, dout):
+    x, y = inputs
+    return _grad_for(x, dout), (_grad_for(y, neg(dout)) if isinstance(y, Tensor) else None)
+
+
+def _mul_bprop(inputs, out, dout):
+    x, y = inputs
+    return (_grad_for(x, mul(dout, y)) if isinstance(x, Tensor) else None,
+            _grad_for(y, mul(dout, x)) if isinstance(y, Tensor) else None)
+
+
+def _div_bprop(inputs, out, dout):
+    x, y = inputs
+    gx = _grad_for(x, div(dout, y)) if isinstance(x, Tensor) else None
+    gy = _grad_for(y, neg(mul(dout, div(out, y)))) if isinstance(y, Tensor) else None
+    return gx, gy
+
+
+def _div_kernel(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.true_divide(a, b)
+
+
+def _pow_kernel(a, b):
+    if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and isinstance(b, (np.ndarray, int)) and np.any(np.asarray(b) < 0):
+        return np.power(a.astype(np.float32), b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.power(a, b)
+
+
+def _pow_bprop(inputs, out, dout):
+    x, y = inputs
+    gx = gy = None
+    if isinstance(x, Tensor):
+        gx = _grad_for(x, mul(dout, mul(y, pow(x, sub(y, 1)))))
+    if isinstance(y, Tensor):
+        safe_log = log(where(greater(x, 0), x, ones_like(x))) if isinstance(x, Tensor) else float(np.log(x))
+        gy = _grad_for(y, mul(dout, mul(out, safe_log)))
+    return gx, gy
+
+
+def _maxmin_bprop(pick_x):
+    def bprop(inputs, out, dout):
+        x, y = inputs
+        mask = pick_x(x, y)
+        zero = zeros_like(dout)
+        return (_grad_for(x, where(mask, dout, zero)) if isinstance(x, Tensor) else None,
+                _grad_for(y, where(mask, zero, dout)) if isinstance(y, Tensor) else None)
+    return bprop
+
+
+def _floor_div_kernel(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(a, b)
+
+
+def _mod_kernel(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.mod(a, b)
+
+
+_add = defprim("add", _binary_infer("add"), np.add, _add_bprop, doc="x + y")
+_sub = defprim("sub", _binary_infer("sub"), np.subtract, _sub_bprop, doc="x - y")
+_mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y")
+_div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)")
+_pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y")
+_maximum = defprim("maximum", _binary_infer("maximum"), np.maximum,
+                   _maxmin_bprop(lambda x, y: greater_equal(x, y)), doc="elementwise max")
+_minimum = defprim("minimum", _binary_infer("minimum"), np.minimum,
+                   _maxmin_bprop(lambda x, y: less_equal(x, y)), doc="elementwise min")
+_floor_div = defprim("floor_div", _binary_infer("floor_div"), _floor_div_kernel, None, doc="x // y")
+_mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)")
+
+
+def add(input, other):
+    """`input + other`, broadcasting."""
+    return _add(input, other)
+
+
+def sub(input, other):
+    return _sub(input, other)
+
+
+def mul(input, other):
+    return _mul(input, other)
+
+
+def div(input, other):
+    """True division; integer inputs give Float32."""
+    return _div(input, other)
+
+
+def pow(input, exponent):
+    return _pow(input, exponent)
+
+
+def maximum(input, other):
+    return _maximum(input, other)
+
+
+def minimum(input, other):
+    return _minimum(input, other)
+
+
+def floor_divide(input, other):
+    return _floor_div(input, other)
+
+
+def remainder(input, other):
+    return _mod(input, other)
+
+
+subtract, multiply, divide, true_divide = sub, mul, div, div
+
+
+# ------------------------------------------------------------------------------------------------
+# comparisons and logic (not differentiable)
+def _cmp(name, fn):
+    return defprim(name, _binary_infer(name, out_dtype=mstype.bool_), fn, None, doc=f"elementwise {name}")
+
+
+_eq = _cmp("equal", np.equal)
+_ne = _cmp("not_equal", np.not_equal)
+_lt = _cmp("less", np.less)
+_le = _cmp("less_equal", np.less_equal)
+_gt = _cmp("greater", np.greater)
+_ge = _cmp("greater_equal", np.greater_equal)
+_and = _cmp("logical_and", np.logical_and)
+_or = _cmp("logical_or", np.logical_or)
+_xor = _cmp("logical_xor", np.logical_xor)
+_not = defprim("logical_not", _unary_infer("logical_not", out_dtype=mstype.bool_), np.logical_not, None)
+
+
+def equal(input, other):
+    return _eq(input, other)
+
+
+def not_equal(input, other):
+    return _ne(input, other)
+
+
+def less(input, other):
+    return _lt(input, other)
+
+
+def less_equal(input, other):
+    return _le(input, other)
+
+
+def greater(input, other):
+    return _gt(input, other)
+
+
+def greater_equal(input, other):
+    return _ge(input, other)
+
+
+def logical_and(input, other):
+    return _and(input, other)
+
+
+def logical_or(input, other):
+    return _or(input, other)
+
+
+def logical_xor(input, other):
+    return _xor(input, other)
+
+
+def logical_not(input):
+    return _not(input)
+
+
+eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_equal
+
+
+# ------------------------------------------------------------------------------------------------
+# unary math
+def _unary(name, kernel, bprop, float_only=False, int_to_float=False, doc=""):
+    return defprim(name, _unary_infer(name, float_only=float_only, int_to_float=int_to_float),
+                   kernel, bprop, doc=doc)
+
+
+def _quiet(fn):
+    def k(a):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return fn(a)
+    return k
+
+
+_neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), doc="-x")
+_abs = _unary("abs", np.abs, lambda i, o, d: (mul(d, sign(i[0])),), doc="|x|")
+_sign = _unary("sign", np.sign, None, doc="sign(x)")
+_exp = _unary("exp", _quiet(np.exp), lambda i, o, d: (mul(d, o),), float_only=True, int_to_float=True)
+_log = _unary("log", _quiet(np.log), lambda i, o, d: (div(d, i[0]),), float_only=True, int_to_float=True)
+_sqrt = _unary("sqrt", _quiet(np.sqrt), lambda i, o, d: (div(d, mul(o, 2.0)),), float_only=True, int_to_float=True)
+_rsqrt = _unary("rsqrt", _quiet(lambda a: 1.0 / np.sqrt(a)),
+                lambda i, o, d: (mul(d, mul(pow(o, 3), -0.5)),), float_only=True, int_to_float=True)
+_square = _unary("square", np.square, lambda i, o, d: (mul(d, mul(i[0], 2)),))
+_reciprocal = _unary("reciprocal", _quiet(np.reciprocal),
+                     lambda i, o, d: (neg(mul(d, mul(o, o))),), float_only=True, int_to_float=True)
+_sin = _unary("sin", np.sin, lambda i, o, d: (mul(d, cos(i[0])),), float_only=True, int_to_float=True)
+_cos = _unary("cos", np.cos, lambda i, o, d: (neg(mul(d, sin(i[0]))),), float_only=True, int_to_float=True)
+_erf = _unary("erf", scipy.special.erf,
+              lambda i, o, d: (mul(d, mul(exp(neg(square(i[0]))), 2.0 / np.sqrt(np.pi))),),
+              float_only=True, int_to_float=True)
+_floor = _unary("floor", np.floor, lambda i, o, d: (zeros_like(d),))
+_ceil = _unary("ceil", np.ceil, lambda i, o, d: (zeros_like(d),))
+_round = _unary("round", np.round, lambda i, o, d: (zeros_like(d),))
+_isnan = defprim("isnan", _unary_infer("isnan", out_dtype=mstype.bool_), np.isnan, None)
+_isinf = defprim("isinf", _unary_infer("isinf", out_dtype=mstype.bool_), np.isinf, None)
+_isfinite = defprim("isfinite", _unary_infer("isfinite", out_dtype=mstype.bool_), np.isfinite, None)
+
+
+def neg(input):
+    return _neg(input)
+
+
+def abs(input):
+    return _abs(input)
+
+
+def sign(input):
+    return _sign(input)
+
+
+def exp(input):
+    return _exp(input)
+
+
+def log(input):
+    return _log(input)
+
+
+def sqrt(input):
+    return _sqrt(input)
+
+
+def rsqrt(input):
+    return _rsqrt(input)
+
+
+def square(input):
+    return _square(input)
+
+
+def reciprocal(input):
+    return _reciprocal(input)
+
+
+def sin(input):
+    return _sin(input)
+
+
+def cos(input):
+    return _cos(input)
+
+
+def erf(input):
+    return _erf(input)
+
+
+def floor(input):
+    return _floor(input)
+
+
+def ceil(input):
+    return _ceil(input)
+
+
+def round(input):
+    return _round(input)
+
+
+def isnan(input):
+    return _isnan(input)
+
+
+def isinf(input):
+    return _isinf(input)
+
+
+def isfinite(input):
+    return _isfinite(input)
+
+
+negative, absolute = neg, abs
+
+
+# ------------------------------------------------------------------------------------------------
+# select
+def _where_infer(condition, x, y):
+    C.tensor("where", "condition", condition)
+    if condition.dtype is not mstype.bool_:
+        raise C.OpTypeError("where", "'condition' of dtype Bool", str(condition.dtype))
+    xy = _binary_infer("where")(x, y)
+    return AbstractTensor(C.broadcast("where", condition.shape, xy.shape), xy.dtype)
+
+
+def _where_bprop(inputs, out, dout):
+    c, x, y = inputs
+    zero = zeros_like(dout)
+    return (None,
+            _grad_for(x, where(c, dout, zero)) if isinstance(x, Tensor) else None,
+            _grad_for(y, where(c, zero, dout)) if isinstance(y, Tensor) else None)
+
+
+_where = defprim("where", _where_infer, np.where, _where_bprop, doc="condition ? x : y")
+
+
+def where(condition, x, y):
+    """Elementwise select: `x` where `condition` is True, else `y` (broadcasting)."""
+    return _where(condition, x, y)
+
+
+# ------------------------------------------------------------------------------------------------
+# dtype cast and gradient blocking
+def _cast_infer(x, dtype):
+    C.tensor("cast", "input", x)
+    return AbstractTensor(x.shape, mstype.as_dtype(dtype))
+
+
+def _cast_kernel(a, dtype):
+    d = mstype.as_dtype(dtype).np
+    if a.dtype.kind == "f" and d.kind in "iu":
+        with np.errstate(invalid="ignore"):
+            return np.trunc(a).astype(d)           # float -> int truncates toward zero
+    return a.astype(d)
+
+
+def _cast_bprop(inputs, out, dout, dtype):
+    x = inputs[0]
+    if not x.dtype.is_floating:
+        return (None,)
+    return (cast(dout, x.dtype),)
+
+
+_cast = defprim("cast", _cast_infer, _cast_kernel, _cast_bprop, doc="convert dtype")
+
+
+def cast(input, dtype):
+    """`input` converted to `dtype` (float -> int truncates toward zero)."""
+    dtype = mstype.as_dtype(dtype)
+    if isinstance(input, Tensor) and input.dtype is dtype and input._node is None:
+        return input
+    return _cast(input, dtype=dtype)
+
+
+_stop_gradient = defprim("stop_gradient", _unary_infer("stop_gradient"), lambda a: a, None,
+                         doc="identity whose output never carries a gradient")
+
+
+def stop_gradient(value):
+    """The value, cut off from autodiff: nothing flows back through it."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(stop_gradient(v) for v in value)
+    return _stop_gradient(value)
+
+
+# zeros_like / ones_like are used by backward rules, so they live here
+def _like_infer(name):
+    def infer(x, dtype=None):
+        C.tensor(name, "input", x)
+        return AbstractTensor(x.shape, mstype.as_dtype(dtype) if dtype is not None else x.dtype)
+    return infer
+
+
+_zeros_like = defprim("zeros_like", _like_infer("zeros_like"),
+                      lambda a, dtype=None: np.zeros(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype))
+_ones_like = defprim("ones_like", _like_infer("ones_like"),
+                     lambda a, dtype=None: np.ones(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype))
+
+
+def zeros_like(input, *, dtype=None):
+    return _zeros_like(input, dtype=dtype)
+
+
+def ones_like(input, *, dtype=None):
+    return _ones_like(input, dtype=dtype)
+
+
+__all__ = ['abs', 'absolute', 'add', 'cast', 'ceil', 'cos', 'div', 'divide', 'eq', 'equal', 'erf', 'exp', 'floor', 'floor_divide', 'ge', 'greater', 'greater_equal', 'gt', 'isfinite', 'isinf', 'isnan', 'le', 'less', 'less_equal', 'log', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'not_equal', 'ones_like', 'pow', 'reciprocal', 'remainder', 'round', 'rsqrt', 'sign', 'sin', 'sqrt', 'square', 'stop_gradient', 'sub', 'subtract', 'true_divide', 'where', 'zeros_like']

@@ -1,0 +1,103 @@
+"""Matrix products: matmul (NumPy semantics, batch dims broadcast) and bmm."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...common import dtype as mstype
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+
+
+def _matmul_infer(x, y):
+    C.tensor("matmul", "input", x)
+    C.tensor("matmul", "other", y)
+    if len(x.shape) == 0 or len(y.shape) == 0:
+        raise C.OpValueError("matmul", "inputs with at least 1 dimension", f"shapes {x.shape} and {y.shape}")
+    if x.dtype is mstype.bool_ or y.dtype is mstype.bool_:
+        raise C.OpTypeError("matmul", "numeric inputs", f"{x.dtype} and {y.dtype}")
+    xs = (1,) + tuple(x.shape) if len(x.shape) == 1 else tuple(x.shape)
+    ys = tuple(y.shape) + (1,) if len(y.shape) == 1 else tuple(y.shape)
+    if xs[-1] != ys[-2]:
+        raise C.OpValueError("matmul", f"input's last dim ({xs[-1]}) to equal other's "
+                             f"second-to-last dim ({ys[-2]})", f"shapes {tuple(x.shape)} and {tuple(y.shape)}")
+    batch = C.broadcast("matmul", xs[:-2], ys[:-2])
+    shape = batch + (xs[-2], ys[-1])
+    if len(x.shape) == 1:
+        shape = shape[:-2] + shape[-1:]
+    if len(y.shape) == 1:
+        shape = shape[:-1]
+    return AbstractTensor(shape, mstype.promote(x.dtype, y.dtype))
+
+
+def _matmul_kernel(a, b):
+    if a.dtype != b.dtype:
+        t = np.promote_types(a.dtype, b.dtype)
+        a, b = a.astype(t), b.astype(t)
+    if a.dtype == mstype.bfloat16.np:      # no bfloat16 BLAS: compute in float32, round once
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    return np.matmul(a, b)
+
+
+def _matmul_bprop(inputs, out, dout):
+    from .elementwise import sum_to
+    from .shape import reshape
+    x, y = inputs
+    xs, ys = x.shape, y.shape
+    # promote vectors to matrices so one formula covers every case
+    x2 = reshape(x, (1, xs[0])) if len(xs) == 1 else x
+    y2 = reshape(y, (ys[0], 1)) if len(ys) == 1 else y
+    d = dout
+    if len(xs) == 1:
+        d = reshape(d, d.shape[:-1] + (1, d.shape[-1])) if len(ys) > 1 else reshape(d, (1,) + d.shape)
+    if len(ys) == 1:
+        d = reshape(d, d.shape + (1,))
+    gx = matmul(d, swap_last(y2))
+    gy = matmul(swap_last(x2), d)
+    gx = sum_to(gx, x2.shape)
+    gy = sum_to(gy, y2.shape)
+    if len(xs) == 1:
+        gx = reshape(gx, xs)
+    if len(ys) == 1:
+        gy = reshape(gy, ys)
+    return gx, gy
+
+
+def swap_last(t):
+    from .shape import transpose
+    n = len(t.shape)
+    perm = tuple(range(n - 2)) + (n - 1, n - 2)
+    return transpose(t, perm)
+
+
+def _matmul_cost(x, y):
+    out = _matmul_infer(x, y)
+    k = x.shape[-1]
+    return {"flops": 2 * out.size * k}
+
+
+_matmul = defprim("matmul", _matmul_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost,
+                  doc="matrix product with broadcast batch dims")
+
+
+def matmul(input, other):
+    """`ops.matmul(input, other)`: NumPy matmul semantics (1-d promotion, broadcast batch dims)."""
+    return _matmul(input, other)
+
+
+def _bmm_infer(x, y):
+    C.tensor("bmm", "input", x)
+    C.tensor("bmm", "mat2", y)
+    if len(x.shape) < 3 or len(y.shape) < 3:
+        raise C.OpValueError("bmm", "inputs with at least 3 dims (batch, n, m)", f"shapes {x.shape} and {y.shape}")
+    return _matmul_infer(x, y)
+
+
+_bmm = defprim("bmm", _bmm_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost,
+               doc="batched matrix product (inputs of rank >= 3)")
+
+
+def bmm(input_x, mat2):
+    return _bmm(input_x, mat2)
+
+
+__all__ = ['bmm', 'matmul']

@@ -1,0 +1,118 @@
+"""Shape primitives: reshape, broadcast_to, transpose and friends.
+
+Where NumPy can, kernels return *views* (no copy), like a strided framework would; the Tensor
+front end keeps them as views too (`Tensor.view`, slicing).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+
+
+def _resolve_shape(op, in_shape, shape):
+    shape = C.shape_arg(op, shape)
+    size = 1
+    for s in in_shape:
+        size *= s
+    if shape.count(-1) > 1:
+        raise C.OpValueError(op, "at most one -1 in the shape", repr(shape))
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise C.OpValueError(op, "non-negative sizes (or one -1)", repr(shape))
+            known *= s
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise C.OpValueError(op, f"a shape compatible with {size} elements (input shape {tuple(in_shape)})",
+                                 repr(shape))
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    elif known != size:
+        raise C.OpValueError(op, f"a shape with {size} elements (input shape {tuple(in_shape)})", repr(shape))
+    return shape
+
+
+def _reshape_infer(x, shape):
+    C.tensor("reshape", "input", x)
+    return AbstractTensor(_resolve_shape("reshape", x.shape, shape), x.dtype)
+
+
+_reshape = defprim("reshape", _reshape_infer, lambda a, shape: a.reshape(shape),
+                   lambda i, o, d, shape: (reshape(d, i[0].shape),), doc="same data, new shape")
+
+
+def reshape(input, shape):
+    """`input` with a new shape (one dimension may be -1)."""
+    if isinstance(shape, list):
+        shape = tuple(shape)
+    if input.shape == shape:
+        return input
+    return _reshape(input, shape=shape)
+
+
+def _broadcast_to_infer(x, shape):
+    C.tensor("broadcast_to", "input", x)
+    shape = C.shape_arg("broadcast_to", shape)
+    if len(shape) < len(x.shape):
+        raise C.OpValueError("broadcast_to", f"a target shape with at least {len(x.shape)} dims", repr(shape))
+    lead = len(shape) - len(x.shape)
+    full = list(shape)
+    for i, s in enumerate(x.shape):
+        t = shape[lead + i]
+        if t == -1:
+            full[lead + i] = s
+        elif s != 1 and s != t:
+            raise C.OpValueError("broadcast_to", f"a shape that {tuple(x.shape)} broadcasts to", repr(shape))
+    return AbstractTensor(tuple(full), x.dtype)
+
+
+def _broadcast_to_bprop(inputs, out, dout, shape):
+    from .elementwise import sum_to
+    return (sum_to(dout, inputs[0].shape),)
+
+
+_broadcast_to = defprim("broadcast_to", _broadcast_to_infer,
+                        lambda a, shape: np.broadcast_to(a, tuple(s if s != -1 else a.shape[i - (len(shape) - a.ndim)]
+                                                                  for i, s in enumerate(shape))),
+                        _broadcast_to_bprop, doc="broadcast to a shape (a read-only view)")
+
+
+def broadcast_to(input, shape):
+    shape = tuple(shape)
+    if input.shape == shape:
+        return input
+    return _broadcast_to(input, shape=shape)
+
+
+def _transpose_infer(x, perm):
+    C.tensor("transpose", "input", x)
+    perm = tuple(perm)
+    if sorted(C.axis("transpose", p, len(x.shape)) for p in perm) != list(range(len(x.shape))):
+        raise C.OpValueError("transpose", f"a permutation of {list(range(len(x.shape)))}", repr(perm))
+    return AbstractTensor(tuple(x.shape[p] for p in perm), x.dtype)
+
+
+def _transpose_bprop(inputs, out, dout, perm):
+    n = len(perm)
+    inv = [0] * n
+    for i, p in enumerate(perm):
+        inv[p % n] = i
+    return (transpose(dout, tuple(inv)),)
+
+
+_transpose = defprim("transpose", _transpose_infer, lambda a, perm: np.transpose(a, perm), _transpose_bprop,
+                     doc="permute dimensions (a view)")
+
+
+def transpose(input, input_perm):
+    """`ops.transpose(input, input_perm)`: permute dimensions."""
+    return _transpose(input, perm=tuple(input_perm))
+
+
+def permute(input, dims):
+    return transpose(input, dims)
+
+
+__all__ = ['broadcast_to', 'permute', 'reshape', 'transpose']
