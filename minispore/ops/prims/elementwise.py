@@ -120,7 +120,8 @@ def _pow_bprop(inputs, out, dout):
     x, y = inputs
     gx = gy = None
     if isinstance(x, Tensor):
-        gx = _grad_for(x, mul(dout, mul(y, pow(x, sub(y, 1)))))
+        ym1 = sub(y, 1) if isinstance(y, Tensor) else y - 1
+        gx = _grad_for(x, mul(dout, mul(y, pow(x, ym1))))
     if isinstance(y, Tensor):
         safe_log = log(where(greater(x, 0), x, ones_like(x))) if isinstance(x, Tensor) else float(np.log(x))
         gy = _grad_for(y, mul(dout, mul(out, safe_log)))

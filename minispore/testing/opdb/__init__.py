@@ -1,0 +1,11 @@
+"""The op table, one module per op family (mirrors minispore/ops/prims/)."""
+import importlib
+
+FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activation", "reduction_extra",
+            "sorting", "shape_extra", "indexing", "nn_ops", "random"]
+for _name in FAMILIES:
+    try:
+        importlib.import_module(f"{__name__}.{_name}")
+    except ModuleNotFoundError as _e:      # a family not written yet
+        if _e.name != f"{__name__}.{_name}":
+            raise
