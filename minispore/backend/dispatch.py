@@ -11,7 +11,8 @@ import os
 import numpy as np
 
 from ..common import grad_state
-from ..common.errors import MinisporeRuntimeError
+from ..common.errors import (MinisporeError, MinisporeRuntimeError, OpIndexError, OpTypeError,
+                             OpValueError)
 from ..common.tensor import Tensor, _wrap
 from ..ops import primitive
 
@@ -38,10 +39,42 @@ def _conform(arr, aval, prim):
     return arr
 
 
+def _describe(inputs, attrs):
+    parts = [f"Tensor(shape={x.shape}, dtype={x.dtype})" if isinstance(x, Tensor) else
+             f"{type(x).__name__} {x!r}"[:60] for x in inputs]
+    parts += [f"{k}={v!r}"[:60] for k, v in attrs.items()]
+    return "(" + ", ".join(parts) + ")"
+
+
+def _wrap_error(prim, inputs, attrs, err, stage):
+    """Turn an unexpected exception from an inference rule or kernel into a minispore error.
+
+    Inference rules are meant to reject bad input with their own precise message; this is the
+    safety net that keeps a raw NumPy/Python traceback from ever being the user's message.
+    """
+    cls = (OpTypeError if isinstance(err, TypeError) else OpIndexError if isinstance(err, IndexError)
+           else OpValueError if isinstance(err, ValueError) else None)
+    expected = f"inputs its {stage} accepts ({type(err).__name__}: {err})"
+    if cls is None:
+        return MinisporeRuntimeError(f"For '{prim.name}', the {stage} failed on inputs "
+                                     f"{_describe(inputs, attrs)}: {type(err).__name__}: {err}")
+    return cls(prim.name, expected, _describe(inputs, attrs))
+
+
 def eager_execute(prim, inputs, attrs):
-    avals = prim.infer(*inputs, **attrs)
+    try:
+        avals = prim.infer(*inputs, **attrs)
+    except MinisporeError:
+        raise
+    except Exception as e:          # an inference rule let bad input through: still report it clearly
+        raise _wrap_error(prim, inputs, attrs, e, "shape/dtype inference") from e
     arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
-    result = prim.kernel(*arrays, **attrs)
+    try:
+        result = prim.kernel(*arrays, **attrs)
+    except MinisporeError:
+        raise
+    except Exception as e:
+        raise _wrap_error(prim, inputs, attrs, e, "kernel") from e
     if type(avals) is tuple:
         outs = tuple(_wrap(_conform(r, a, prim)) for r, a in zip(result, avals))
     else:
