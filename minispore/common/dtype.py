@@ -93,12 +93,14 @@ def as_dtype(x) -> DType:
         for d in ALL_DTYPES:
             if _PY_NAMES[d.name] == x:
                 return d
+    from .errors import OpTypeError
+    if x is None or isinstance(x, (bool, int, float, tuple, list)) or hasattr(x, "_data"):
+        raise OpTypeError("dtype", "a minispore dtype such as ms.float32", repr(x)[:80])
     try:
         return from_numpy_dtype(np.dtype(x))
-    except TypeError:
+    except (TypeError, ValueError):
         pass
-    from .errors import OpTypeError
-    raise OpTypeError("dtype", "a minispore dtype such as ms.float32", repr(x))
+    raise OpTypeError("dtype", "a minispore dtype such as ms.float32", repr(x)[:80])
 
 
 def promote(a: DType, b: DType) -> DType:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 
@@ -47,7 +48,7 @@ def reshape(input, shape):
     """`input` with a new shape (one dimension may be -1)."""
     if isinstance(shape, list):
         shape = tuple(shape)
-    if input.shape == shape:
+    if isinstance(input, Tensor) and input.shape == shape:
         return input
     return _reshape(input, shape=shape)
 
@@ -80,8 +81,9 @@ _broadcast_to = defprim("broadcast_to", _broadcast_to_infer,
 
 
 def broadcast_to(input, shape):
-    shape = tuple(shape)
-    if input.shape == shape:
+    if isinstance(shape, list):
+        shape = tuple(shape)
+    if isinstance(input, Tensor) and input.shape == shape:
         return input
     return _broadcast_to(input, shape=shape)
 
@@ -108,7 +110,7 @@ _transpose = defprim("transpose", _transpose_infer, lambda a, perm: np.transpose
 
 def transpose(input, input_perm):
     """`ops.transpose(input, input_perm)`: permute dimensions."""
-    return _transpose(input, perm=tuple(input_perm))
+    return _transpose(input, perm=input_perm if not isinstance(input_perm, list) else tuple(input_perm))
 
 
 def permute(input, dims):

@@ -1,0 +1,133 @@
+"""Per-op eager overhead: an 8x8 float32 add, in a chain of N adds, inside a gradient computation.
+
+At 8x8 the arithmetic itself costs well under a microsecond, so what this measures is the framework's
+bookkeeping per op: inference, the kernel call, wrapping the result in a Tensor, and (inside a
+gradient) recording the tape and later running the backward rule. Rows:
+
+  numpy                        plain `a + b` on ndarrays (the floor: one ufunc call)
+  minispore fwd (no grad)      `y = y + b` on Tensors, no gradient requested (no tape)
+  minispore fwd (in grad)      the same loop inside `ms.grad(fn)`: the tape is recorded
+  minispore fwd+bwd (grad)     the whole `ms.grad(fn)(x)` call divided by N (forward + backward)
+  torch fwd (requires_grad)    PyTorch eager, x.requires_grad=True (autograd graph built)
+  torch fwd+bwd                forward loop + `y.sum().backward()`, divided by N
+
+Each number is the median over --repeats runs of N ops, in microseconds per op; the ratio columns
+compare with the matching PyTorch row. Run: `python bench/bench_op_overhead.py`.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import minispore as ms
+
+
+def _median_us(fn, n, repeats):
+    """Median over `repeats` calls of fn(n) -> seconds for n ops, in µs per op."""
+    fn(n)                                   # warm-up (first-call imports, caches)
+    return statistics.median(fn(n) for _ in range(repeats)) / n * 1e6
+
+
+def numpy_add(n):
+    a = np.ones((8, 8), np.float32)
+    b = np.full((8, 8), 0.5, np.float32)
+    t0 = time.perf_counter()
+    y = a
+    for _ in range(n):
+        y = y + b
+    return time.perf_counter() - t0
+
+
+def ms_forward(n):
+    x = ms.Tensor(np.ones((8, 8), np.float32))
+    b = ms.Tensor(np.full((8, 8), 0.5, np.float32))
+    t0 = time.perf_counter()
+    y = x
+    for _ in range(n):
+        y = y + b
+    return time.perf_counter() - t0
+
+
+def _ms_chain(n, timing):
+    b = ms.Tensor(np.full((8, 8), 0.5, np.float32))
+
+    def f(x):
+        t0 = time.perf_counter()
+        y = x
+        for _ in range(n):
+            y = y + b
+        timing.append(time.perf_counter() - t0)
+        return y.sum()
+    return f
+
+
+def ms_forward_in_grad(n):
+    timing = []
+    ms.grad(_ms_chain(n, timing))(ms.Tensor(np.ones((8, 8), np.float32)))
+    return timing[0]
+
+
+def ms_forward_backward(n):
+    g = ms.grad(_ms_chain(n, []))
+    x = ms.Tensor(np.ones((8, 8), np.float32))
+    t0 = time.perf_counter()
+    g(x)
+    return time.perf_counter() - t0
+
+
+def torch_rows():
+    try:
+        import torch
+    except ImportError:
+        return None
+
+    def fwd(n, backward=False):
+        x = torch.ones(8, 8, requires_grad=True)
+        b = torch.full((8, 8), 0.5)
+        t0 = time.perf_counter()
+        y = x
+        for _ in range(n):
+            y = y + b
+        if backward:
+            y.sum().backward()
+        return time.perf_counter() - t0
+
+    return torch, fwd, (lambda n: fwd(n, backward=True))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ops", type=int, default=2000, help="adds per timed run (N)")
+    p.add_argument("--repeats", type=int, default=15, help="timed runs; the median is reported")
+    args = p.parse_args(argv)
+    n, r = args.ops, args.repeats
+
+    rows = [("numpy a+b", _median_us(numpy_add, n, r), None),
+            ("minispore fwd (no grad)", _median_us(ms_forward, n, r), None),
+            ("minispore fwd (in grad)", _median_us(ms_forward_in_grad, n, r), "fwd"),
+            ("minispore fwd+bwd (grad)", _median_us(ms_forward_backward, n, r), "fwdbwd")]
+    ref = {}
+    t = torch_rows()
+    if t is not None:
+        torch, tfwd, tfwdbwd = t
+        torch.set_num_threads(1)          # 8x8 ops never use threads; fixed for repeatability
+        ref["fwd"] = _median_us(tfwd, n, r)
+        ref["fwdbwd"] = _median_us(tfwdbwd, n, r)
+        rows += [(f"torch {torch.__version__} fwd (requires_grad)", ref["fwd"], "fwd"),
+                 (f"torch {torch.__version__} fwd+bwd", ref["fwdbwd"], "fwdbwd")]
+
+    print(f"8x8 float32 add, chain of {n} ops, median of {r} runs (numpy {np.__version__})")
+    print(f"| {'row':<36} | {'µs/op':>7} | {'vs torch':>8} |")
+    print(f"|{'-' * 38}|{'-' * 9}|{'-' * 10}|")
+    for name, us, kind in rows:
+        ratio = f"{us / ref[kind]:.2f}x" if kind in ref else "-"
+        print(f"| {name:<36} | {us:7.2f} | {ratio:>8} |")
+    print("target (issue 2): minispore fwd (in grad) <= 3 µs/op")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
