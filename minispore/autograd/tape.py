@@ -31,7 +31,12 @@ class Node:
 
 
 def record(prim, inputs, attrs, outputs):
-    versions = tuple([x._version if isinstance(x, Tensor) else 0 for x in inputs])
+    # Runs once per differentiable op inside a gradient: kept to one Node and one versions tuple.
+    if len(inputs) == 2:            # binary ops dominate; skip the generic comprehension
+        x, y = inputs
+        versions = (x._version if isinstance(x, Tensor) else 0, y._version if isinstance(y, Tensor) else 0)
+    else:
+        versions = tuple([x._version if isinstance(x, Tensor) else 0 for x in inputs])
     node = Node(prim, inputs, attrs, outputs, versions)
     if type(outputs) is tuple:
         for o in outputs:
@@ -71,27 +76,39 @@ def make_leaf(x: Tensor) -> Tensor:
     return t
 
 
+# Marker pushed under a node's inputs on the DFS stack: when it is popped again, every input
+# has been emitted, so the node below it comes next in the order. (A marker object avoids
+# allocating a `(node, expanded)` tuple per visit; this loop runs once per recorded op.)
+_EMIT = object()
+
+
 def _toposort(roots, stop_nodes):
-    """Nodes reachable from `roots` (tensors), inputs before users; does not expand `stop_nodes`."""
+    """Nodes reachable from `roots` (tensors), inputs before users; does not expand `stop_nodes`.
+
+    Iterative depth-first search (never recursion: a 10,000-op chain must not hit Python's
+    recursion limit). Nodes hash by identity, so they go into `visited` directly.
+    """
     order, visited = [], set()
-    stack = []
-    for r in roots:
-        if isinstance(r, Tensor) and r._node is not None and id(r._node) not in visited:
-            stack.append((r._node, False))
+    stack = [r._node for r in roots if isinstance(r, Tensor) and r._node is not None]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node = pop()
+        if node is _EMIT:
+            order.append(pop())
+            continue
+        if node in visited:
+            continue
+        visited.add(node)
+        if node.prim is None or id(node) in stop_nodes:
             order.append(node)
             continue
-        if id(node) in visited:
-            continue
-        visited.add(id(node))
-        stack.append((node, True))
-        if id(node) in stop_nodes or node.prim is None:
-            continue
+        push(node)
+        push(_EMIT)
         for x in node.inputs:
-            if isinstance(x, Tensor) and x._node is not None and id(x._node) not in visited:
-                stack.append((x._node, False))
+            if isinstance(x, Tensor):
+                n = x._node
+                if n is not None and n not in visited:
+                    push(n)
     return order
 
 
@@ -100,55 +117,72 @@ def _zeros_like(t):
     return F.zeros_like(t)
 
 
-def _accumulate(grads, tensors, x, g):
-    k = id(x)
-    prev = grads.get(k)
-    if prev is None:
-        grads[k] = g
-        tensors[k] = x
-    else:
-        grads[k] = prev + g
+def _check_versions(node):
+    """Refuse to differentiate through a value that was overwritten in place after it was used."""
+    for x, v in zip(node.inputs, node.versions):
+        if isinstance(x, Tensor) and x._version != v:
+            raise MinisporeRuntimeError(
+                f"autodiff: an input of '{node.prim.name}' was modified in place (by __setitem__ or "
+                f"set_data) after it was used; its gradient would be wrong. Copy the tensor "
+                f"(`t.copy()`) before writing to it.")
 
 
 def backward(outputs, douts, target_nodes):
     """Gradients of sum(<output_i, dout_i>) with respect to each leaf node in `target_nodes`.
 
-    Returns a list aligned with `target_nodes` (None where no gradient reached the leaf).
+    Returns a list aligned with `target_nodes` (None where no gradient reached the leaf), and the
+    node order (for `release`).
+
+    `grads` maps id(tensor) -> accumulated cotangent; `keep` holds each such tensor so its id
+    cannot be reused while the walk runs. A gradient reaching a tensor twice is summed with `+`
+    (a minispore op, so it is itself recorded under an outer gradient).
     """
     stop = {id(n): n for n in target_nodes}
     order = _toposort(outputs, stop)
-    grads, tensors = {}, {}
+    grads, keep = {}, {}
     for o, d in zip(outputs, douts):
         if isinstance(o, Tensor) and o._node is not None and d is not None:
-            _accumulate(grads, tensors, o, d)
+            k = id(o)
+            if k in grads:
+                grads[k] = grads[k] + d
+            else:
+                grads[k] = d
+                keep[k] = o
 
+    pop_grad = grads.pop
     for node in reversed(order):
-        if node.prim is None or id(node) in stop:
+        prim = node.prim
+        if prim is None or id(node) in stop:
             continue
         outs = node.outputs
         if type(outs) is tuple:
-            douts_n = [grads.pop(id(o), None) for o in outs]
+            douts_n = [pop_grad(id(o), None) for o in outs]
             if all(d is None for d in douts_n):
                 continue
             dout = tuple(d if d is not None else _zeros_like(o) for d, o in zip(douts_n, outs))
         else:
-            dout = grads.pop(id(outs), None)
+            dout = pop_grad(id(outs), None)
             if dout is None:
                 continue
-        for x, v in zip(node.inputs, node.versions):
+        inputs = node.inputs
+        for x, v in zip(inputs, node.versions):
             if isinstance(x, Tensor) and x._version != v:
-                raise MinisporeRuntimeError(
-                    f"autodiff: an input of '{node.prim.name}' was modified in place (by __setitem__ or "
-                    f"set_data) after it was used; its gradient would be wrong. Copy the tensor "
-                    f"(`t.copy()`) before writing to it.")
-        in_grads = node.prim.bprop(node.inputs, outs, dout, **node.attrs)
-        for x, g in zip(node.inputs, in_grads):
+                _check_versions(node)           # raises with the full message
+        attrs = node.attrs
+        in_grads = prim.bprop(inputs, outs, dout, **attrs) if attrs else prim.bprop(inputs, outs, dout)
+        for x, g in zip(inputs, in_grads):
             if g is not None and isinstance(x, Tensor) and x._node is not None:
-                _accumulate(grads, tensors, x, g)
+                k = id(x)
+                prev = grads.get(k)
+                if prev is None:
+                    grads[k] = g
+                    keep[k] = x
+                else:
+                    grads[k] = prev + g
 
     result = {}
     for k, g in grads.items():
-        n = tensors[k]._node
+        n = keep[k]._node
         if n is not None and id(n) in stop:
             result[id(n)] = g if id(n) not in result else result[id(n)] + g
     return [result.get(id(n)) for n in target_nodes], order

@@ -10,47 +10,77 @@ import numpy as np
 import scipy.special
 
 from ...common import dtype as mstype
-from ...common.tensor import Tensor
+from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 
 _TENSOR = (Tensor, AbstractTensor)
+_CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
 
 
 # ------------------------------------------------------------------------------------------------
 # inference helpers
 def _binary_infer(name, out_dtype=None, float_result=False):
+    promote, promote_scalar, by_np, float32 = mstype.promote, mstype.promote_scalar, mstype._BY_NP, mstype.float32
+
     def infer(x, y):
+        tx, ty = type(x), type(y)
+        if tx in _CONCRETE and (ty in _CONCRETE or ty is float or ty is int):
+            # Hot path of every binary op in PyNative (~1/3 of its per-op cost was here): read the
+            # storage arrays directly instead of through the .shape/.dtype properties (~50 ns per
+            # read), skip broadcasting/promotion when shapes/dtypes already agree, and accept a
+            # plain Python float/int operand without the generic checks (bool is excluded: its
+            # type is `bool`). Exact types only, so a Tensor subclass (e.g. a graph-capture
+            # tracer) and every other case take the generic path below, with the same result.
+            xa = x._data
+            xd = by_np[xa.dtype]
+            if ty is float or ty is int:
+                shape, dt = xa.shape, promote_scalar(xd, y)
+            else:
+                ya = y._data
+                xs, ys, yd = xa.shape, ya.shape, by_np[ya.dtype]
+                shape = xs if xs == ys else C.broadcast(name, xs, ys)
+                dt = xd if xd is yd else promote(xd, yd)
+            if float_result and dt.kind != "float":
+                dt = float32
+            return AbstractTensor(shape, out_dtype or dt)
         xt, yt = isinstance(x, _TENSOR), isinstance(y, _TENSOR)
         if xt and yt:
-            shape = x.shape if x.shape == y.shape else C.broadcast(name, x.shape, y.shape)
-            dt = x.dtype if x.dtype is y.dtype else mstype.promote(x.dtype, y.dtype)
+            xs, ys, xd, yd = x.shape, y.shape, x.dtype, y.dtype
+            shape = xs if xs == ys else C.broadcast(name, xs, ys)
+            dt = xd if xd is yd else promote(xd, yd)
         elif xt:
             C.tensor_or_scalar(name, "other", y)
-            shape, dt = x.shape, mstype.promote_scalar(x.dtype, y)
+            shape, dt = x.shape, promote_scalar(x.dtype, y)
         elif yt:
             C.tensor_or_scalar(name, "input", x)
-            shape, dt = y.shape, mstype.promote_scalar(y.dtype, x)
+            shape, dt = y.shape, promote_scalar(y.dtype, x)
         else:
             raise C.OpTypeError(name, "at least one Tensor operand",
                                 f"{type(x).__name__} and {type(y).__name__}")
         if float_result and dt.kind != "float":
-            dt = mstype.float32
+            dt = float32
         return AbstractTensor(shape, out_dtype or dt)
     return infer
 
 
 def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False):
+    by_np = mstype._BY_NP
+
     def infer(x):
-        if not isinstance(x, _TENSOR):
+        if type(x) in _CONCRETE:           # PyNative fast path (see _binary_infer)
+            a = x._data
+            shape, dt = a.shape, by_np[a.dtype]
+        elif isinstance(x, _TENSOR):
+            shape, dt = x.shape, x.dtype
+        else:
             raise C.OpTypeError(name, "'input' to be a Tensor", type(x).__name__)
-        dt = x.dtype
         if float_only and dt.kind != "float":
             if int_to_float:
                 dt = mstype.float32
             else:
                 raise C.OpTypeError(name, "a floating-point input", str(dt))
-        return AbstractTensor(x.shape, out_dtype or dt)
+        return AbstractTensor(shape, out_dtype or dt)
     return infer
 
 
@@ -74,6 +104,11 @@ def _shape(x):
 
 def _grad_for(x, g):
     """Gradient for an operand: None for Python scalars, else summed to its shape."""
+    if type(x) in _CONCRETE and type(g) in _CONCRETE:
+        # every binary backward calls this twice: compare the arrays' shapes directly (no
+        # property calls) and return g untouched when nothing was broadcast (the common case)
+        shape = x._data.shape
+        return g if g._data.shape == shape else sum_to(g, shape)
     if not isinstance(x, Tensor):
         return None
     return sum_to(g, x.shape)

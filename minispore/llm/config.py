@@ -1,0 +1,154 @@
+"""Model configurations for the LLaMA family, and the named presets the CLI trains.
+
+`LlamaConfig` is a plain dataclass so it can be printed, compared, written to JSON next to a
+checkpoint and read back (`to_dict` / `from_dict`). A *preset* pairs a model config with the
+training hyper-parameters that go with it (the trainer's `TrainConfig` reads those overrides).
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from dataclasses import dataclass, field
+
+from ..common.errors import OpTypeError, OpValueError
+
+
+@dataclass
+class LlamaConfig:
+    """Shape and numerics of a LLaMA-style decoder.
+
+    * `n_kv_heads` (default: `n_heads`) < `n_heads` gives grouped-query attention: each key/value
+      head is shared by `n_heads // n_kv_heads` query heads.
+    * `ffn_dim` (default: derived) is the SwiGLU hidden size. LLaMA derives it from `dim`: take the
+      4*dim of a classic MLP, keep 2/3 of it (SwiGLU has three matrices instead of two, so this
+      keeps the parameter count), scale by `ffn_dim_multiplier`, round up to `multiple_of`.
+    * `max_seq_len` is the context length (nanoGPT calls it `block_size`).
+    * `tie_embeddings`: the output head reuses the token embedding table (as nanoGPT does).
+    """
+
+    vocab_size: int = 65
+    dim: int = 128
+    n_layers: int = 4
+    n_heads: int = 4
+    n_kv_heads: int | None = None
+    ffn_dim: int | None = None
+    multiple_of: int = 32
+    ffn_dim_multiplier: float | None = None
+    max_seq_len: int = 64
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    dropout: float = 0.0
+    tie_embeddings: bool = True
+    init_std: float = 0.02
+
+    def __post_init__(self):
+        for name in ("vocab_size", "dim", "n_layers", "n_heads", "multiple_of", "max_seq_len"):
+            _positive_int(name, getattr(self, name))
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        _positive_int("n_kv_heads", self.n_kv_heads)
+        if self.ffn_dim is not None:
+            _positive_int("ffn_dim", self.ffn_dim)
+        if self.dim % self.n_heads:
+            raise OpValueError("LlamaConfig", f"'dim' divisible by 'n_heads' ({self.n_heads})", f"dim={self.dim}")
+        if self.head_dim % 2:
+            raise OpValueError("LlamaConfig", "an even head dimension (rotary embeddings rotate pairs)",
+                               f"head_dim={self.head_dim}")
+        if self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads:
+            raise OpValueError("LlamaConfig", f"'n_kv_heads' dividing 'n_heads' ({self.n_heads})",
+                               f"n_kv_heads={self.n_kv_heads}")
+        if not isinstance(self.dropout, numbers.Real) or not 0.0 <= self.dropout < 1.0:
+            raise OpValueError("LlamaConfig", "'dropout' in [0, 1)", repr(self.dropout))
+        for name in ("norm_eps", "rope_theta", "init_std"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
+                raise OpValueError("LlamaConfig", f"'{name}' > 0", repr(v))
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    @property
+    def block_size(self) -> int:
+        """nanoGPT's name for the context length."""
+        return self.max_seq_len
+
+    @property
+    def hidden_dim(self) -> int:
+        """The SwiGLU hidden size: `ffn_dim` if given, else LLaMA's rounding rule."""
+        if self.ffn_dim is not None:
+            return self.ffn_dim
+        hidden = int(2 * (4 * self.dim) / 3)
+        if self.ffn_dim_multiplier is not None:
+            hidden = int(self.ffn_dim_multiplier * hidden)
+        return self.multiple_of * ((hidden + self.multiple_of - 1) // self.multiple_of)
+
+    def num_params(self) -> int:
+        """Parameter count (the tied head is counted once)."""
+        d, h, kv = self.dim, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
+        per_layer = d * h + 2 * d * kv + h * d + 3 * d * self.hidden_dim + 2 * d
+        head = 0 if self.tie_embeddings else self.vocab_size * d
+        return self.vocab_size * d + self.n_layers * per_layer + d + head
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LlamaConfig":
+        if not isinstance(d, dict):
+            raise OpTypeError("LlamaConfig.from_dict", "a dict", type(d).__name__)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise OpValueError("LlamaConfig.from_dict", f"keys among {sorted(known)}", f"unknown keys {unknown}")
+        return cls(**d)
+
+
+def _positive_int(name, v):
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
+        raise OpValueError("LlamaConfig", f"'{name}' as a positive int", repr(v))
+
+
+@dataclass
+class Preset:
+    """A named model plus the training hyper-parameters it is meant to be trained with."""
+
+    model: LlamaConfig
+    train: dict = field(default_factory=dict)
+    description: str = ""
+
+
+# nanoGPT's CPU recipe for Shakespeare (README "quick start", the --device=cpu command):
+# 4 layers, 4 heads, 128 wide, block 64, batch 12, 2000 iterations, lr 1e-3 -> 1e-4, warmup 100,
+# beta2 0.99, weight decay 0.1, no dropout. The LLaMA pieces (RMSNorm, RoPE, SwiGLU) replace
+# nanoGPT's LayerNorm, learned positions and GELU MLP; the FFN width (352) keeps the parameter
+# count of nanoGPT's 4x MLP.
+PRESETS = {
+    "shakespeare-char": Preset(
+        model=LlamaConfig(vocab_size=65, dim=128, n_layers=4, n_heads=4, max_seq_len=64, dropout=0.0,
+                          multiple_of=32, tie_embeddings=True),
+        train=dict(max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
+                   lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
+                   eval_interval=250, eval_iters=40, final_eval_iters=200, ckpt_interval=250),
+        description="nanoGPT's CPU Shakespeare config (0.8M parameters, minutes on a laptop CPU)"),
+    # nanoGPT's GPU recipe (config/train_shakespeare_char.py): 6 layers, 6 heads, 384 wide,
+    # block 256, batch 64, dropout 0.2, 5000 iterations. About 100x the work of the CPU preset.
+    "shakespeare-small": Preset(
+        model=LlamaConfig(vocab_size=65, dim=384, n_layers=6, n_heads=6, max_seq_len=256, dropout=0.2,
+                          multiple_of=32, tie_embeddings=True),
+        train=dict(max_iters=5000, batch_size=64, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
+                   lr_decay_iters=5000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
+                   eval_interval=250, eval_iters=200, final_eval_iters=200, ckpt_interval=500),
+        description="nanoGPT's GPU Shakespeare config (10.7M parameters; hours on a CPU)"),
+}
+
+
+def get_preset(name: str) -> Preset:
+    """A fresh copy of a preset (callers may change it freely)."""
+    if name not in PRESETS:
+        raise OpValueError("get_preset", f"one of {sorted(PRESETS)}", repr(name))
+    p = PRESETS[name]
+    return Preset(model=dataclasses.replace(p.model), train=dict(p.train), description=p.description)
+
+
+__all__ = ["LlamaConfig", "Preset", "PRESETS", "get_preset"]

@@ -1,0 +1,241 @@
+"""A LLaMA-style decoder-only transformer, written with minispore cells and ops.
+
+    tokens -> tok_embeddings -> [TransformerBlock] x n_layers -> norm -> output head -> logits
+
+    TransformerBlock:  h = x + attention(attention_norm(x))        (pre-norm residual blocks)
+                       out = h + feed_forward(ffn_norm(h))
+
+The LLaMA choices, each replacing a GPT-2/nanoGPT one:
+* RMSNorm instead of LayerNorm (no centering, no bias);
+* rotary position embeddings applied to q and k, instead of a learned position table;
+* grouped-query attention: `n_kv_heads` key/value heads, each shared by n_heads/n_kv_heads queries;
+* a SwiGLU MLP: w2(silu(w1 x) * w3 x), instead of GELU between two matrices;
+* no biases anywhere.
+
+Parameter names follow Meta's LLaMA code with MindSpore's cell names
+(`tok_embeddings.embedding_table`, `layers.0.attention.wq.weight`,
+`layers.0.feed_forward.w1.weight`, `layers.0.attention_norm.weight`, `norm.weight`,
+`output.weight`), so checkpoints read like MindFormers' LLaMA.
+
+Performance notes (this runs eagerly in NumPy, one kernel per op): activations stay 2-D
+(batch*seq, features) between attention blocks so every projection is a single matrix product;
+attention is two batched matmuls over (batch, heads, seq, head_dim) with no Python loop over
+heads; the RoPE tables and the causal mask are computed once, in `Llama.__init__`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import nn
+from ..common.errors import OpTypeError, OpValueError
+from ..common.initializer import Normal
+from ..common.tensor import Tensor
+from ..ops import functional as F
+from .config import LlamaConfig
+from .rope import apply_rotary_emb, rope_tables
+
+
+class Attention(nn.Cell):
+    """Causal multi-head attention with rotary embeddings and grouped-query (shared) key/value heads."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.n_rep = cfg.n_heads // cfg.n_kv_heads
+        std, proj_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)
+        q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+        self.wq = nn.Dense(cfg.dim, q_dim, weight_init=Normal(std), has_bias=False)
+        self.wk = nn.Dense(cfg.dim, kv_dim, weight_init=Normal(std), has_bias=False)
+        self.wv = nn.Dense(cfg.dim, kv_dim, weight_init=Normal(std), has_bias=False)
+        # the projection back into the residual stream is scaled down by 1/sqrt(2 * n_layers)
+        # (GPT-2 / nanoGPT): each of the 2*n_layers residual branches adds variance to the stream
+        self.wo = nn.Dense(q_dim, cfg.dim, weight_init=Normal(proj_std), has_bias=False)
+        self.attn_dropout = nn.Dropout(p=cfg.dropout)
+        self.resid_dropout = nn.Dropout(p=cfg.dropout)
+
+    def construct(self, x, batch, rope_q, rope_k, mask, cache=None):
+        """x: (batch*seq, dim) -> (batch*seq, dim).
+
+        rope_q/rope_k: (cos, sin) tables for these positions, shaped (seq, 1, head_dim) so they
+        broadcast over heads; mask: additive (seq, keys) causal mask or None; cache: this layer's
+        `LayerKVCache` (inference) or None.
+        """
+        n = x.shape[0]
+        seq = n // batch
+        # (B*T, H*hd) -> (B, T, H, hd): a free reshape; rotate while the layout is contiguous
+        q = F.reshape(self.wq(x), (batch, seq, self.n_heads, self.head_dim))
+        k = F.reshape(self.wk(x), (batch, seq, self.n_kv_heads, self.head_dim))
+        v = F.reshape(self.wv(x), (batch, seq, self.n_kv_heads, self.head_dim))
+        q = apply_rotary_emb(q, *rope_q)          # rope_q also carries the 1/sqrt(head_dim) scale
+        k = apply_rotary_emb(k, *rope_k)
+        # (B, T, H, hd) -> (B, H, T, hd): heads become a batch dimension of the matmuls
+        q = F.transpose(q, (0, 2, 1, 3))
+        k = F.transpose(k, (0, 2, 1, 3))
+        v = F.transpose(v, (0, 2, 1, 3))
+        if cache is not None:
+            k, v = cache.update(k, v)
+        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
+        scores = F.matmul(q, F.transpose(k, (0, 1, 3, 2)))      # (B, H, T, S)
+        if mask is not None:
+            scores = scores + mask
+        probs = self.attn_dropout(F.softmax(scores, -1))
+        out = F.matmul(probs, v)                                  # (B, H, T, hd)
+        out = F.reshape(F.transpose(out, (0, 2, 1, 3)), (n, self.n_heads * self.head_dim))
+        return self.resid_dropout(self.wo(out))
+
+
+def repeat_kv(x, n_rep: int):
+    """(B, Hkv, S, hd) -> (B, Hkv*n_rep, S, hd): each key/value head serves n_rep query heads."""
+    if n_rep == 1:
+        return x
+    b, h, s, d = x.shape
+    x = F.broadcast_to(F.expand_dims(x, 2), (b, h, n_rep, s, d))
+    return F.reshape(x, (b, h * n_rep, s, d))
+
+
+class FeedForward(nn.Cell):
+    """SwiGLU MLP: w2(silu(w1 x) * w3 x). w1 is the gate, w3 the value, w2 projects back."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        hidden = cfg.hidden_dim
+        std, proj_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)
+        self.w1 = nn.Dense(cfg.dim, hidden, weight_init=Normal(std), has_bias=False)
+        self.w2 = nn.Dense(hidden, cfg.dim, weight_init=Normal(proj_std), has_bias=False)
+        self.w3 = nn.Dense(cfg.dim, hidden, weight_init=Normal(std), has_bias=False)
+        self.dropout = nn.Dropout(p=cfg.dropout)
+
+    def construct(self, x):
+        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))
+
+
+class TransformerBlock(nn.Cell):
+    """Pre-norm block: x + attention(norm(x)), then + feed_forward(norm(.))."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        self.attention = Attention(cfg)
+        self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        self.feed_forward = FeedForward(cfg)
+
+    def construct(self, x, batch, rope_q, rope_k, mask, cache=None):
+        h = x + self.attention(self.attention_norm(x), batch, rope_q, rope_k, mask, cache)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class LayerKVCache:
+    """The keys and values one attention layer has seen so far, (B, Hkv, S, hd) each.
+
+    New entries are appended with `concat`; contexts here are short (max_seq_len), so the copy
+    this costs is negligible next to recomputing every earlier position at every step.
+    """
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def update(self, k, v):
+        if self.k is not None:
+            k = F.concat((self.k, k), axis=2)
+            v = F.concat((self.v, v), axis=2)
+        self.k, self.v = k, v
+        return k, v
+
+
+class KVCache:
+    """Per-layer key/value caches plus the number of positions already processed."""
+
+    def __init__(self, n_layers: int):
+        self.layers = [LayerKVCache() for _ in range(n_layers)]
+        self.length = 0
+
+
+class Llama(nn.Cell):
+    """The LLaMA decoder. `model(tokens)` maps int ids (B, T) to logits (B, T, vocab_size).
+
+    `model(tokens, cache=KVCache(...))` runs incrementally: the tokens continue the sequence the
+    cache holds (positions cache.length ..), and the cache grows by T positions.
+    """
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        if not isinstance(cfg, LlamaConfig):
+            raise OpTypeError("Llama", "a LlamaConfig", type(cfg).__name__)
+        self.config = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim, embedding_table=Normal(cfg.init_std))
+        self.dropout = nn.Dropout(p=cfg.dropout)
+        self.layers = nn.CellList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        if not cfg.tie_embeddings:
+            self.output = nn.Dense(cfg.dim, cfg.vocab_size, weight_init=Normal(cfg.init_std), has_bias=False)
+        # constant tables, computed once in float64 and cast per dtype on first use
+        cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta, dtype=np.float64)
+        self._rope64 = (cos[:, None, :], sin[:, None, :])         # (T, 1, hd): broadcast over heads
+        self._mask64 = np.triu(np.full((cfg.max_seq_len, cfg.max_seq_len), -np.inf), k=1)
+        self._consts = {}
+
+    def _constants(self, np_dtype):
+        """(cos, sin, cos_q, sin_q, mask) as arrays of the model's dtype. Attention scores are
+        q.k / sqrt(head_dim); folding that scale into q's rotation tables saves a multiply."""
+        c = self._consts.get(np_dtype)
+        if c is None:
+            scale = 1.0 / math.sqrt(self.config.head_dim)
+            cos, sin = self._rope64
+            c = tuple(a.astype(np_dtype) for a in (cos, sin, cos * scale, sin * scale, self._mask64))
+            self._consts[np_dtype] = c
+        return c
+
+    def head_weight(self):
+        """The (vocab, dim) output matrix: the embedding table when tied."""
+        return self.tok_embeddings.embedding_table if self.config.tie_embeddings else self.output.weight
+
+    def hidden_to_logits(self, h):
+        """(N, dim) final hidden states -> (N, vocab) logits."""
+        return F.matmul(h, F.transpose(self.head_weight(), (1, 0)))
+
+    def forward_2d(self, tokens, cache=None):
+        """Logits as a (B*T, vocab) matrix (what the loss wants; `construct` reshapes it)."""
+        if not isinstance(tokens, Tensor):
+            raise OpTypeError("Llama", "tokens as an integer Tensor of shape (batch, seq)", type(tokens).__name__)
+        if tokens.ndim != 2 or tokens.dtype.kind not in ("int", "uint"):
+            raise OpValueError("Llama", "tokens as an integer Tensor of shape (batch, seq)",
+                               f"{tokens.dtype} of shape {tuple(tokens.shape)}")
+        batch, seq = tokens.shape
+        start = cache.length if cache is not None else 0
+        if seq == 0 or start + seq > self.config.max_seq_len:
+            raise OpValueError("Llama", f"1 to {self.config.max_seq_len - start} new positions (max_seq_len "
+                               f"{self.config.max_seq_len}, {start} already cached)", f"{seq}")
+        h = self.tok_embeddings(tokens)
+        cos, sin, cos_q, sin_q, mask = self._constants(h.dtype.np)
+        pos = slice(start, start + seq)
+        rope_q = (Tensor(cos_q[pos]), Tensor(sin_q[pos]))
+        rope_k = (Tensor(cos[pos]), Tensor(sin[pos]))
+        # the causal mask for queries start..start+seq-1 over keys 0..start+seq-1; a single new
+        # query may attend to everything, so decoding needs no mask
+        mask_t = Tensor(mask[pos, :start + seq]) if seq > 1 else None
+        h = F.reshape(self.dropout(h), (batch * seq, self.config.dim))
+        for i, layer in enumerate(self.layers):
+            h = layer(h, batch, rope_q, rope_k, mask_t, cache.layers[i] if cache is not None else None)
+        if cache is not None:
+            cache.length = start + seq
+        return self.hidden_to_logits(self.norm(h))
+
+    def construct(self, tokens, cache=None):
+        logits = self.forward_2d(tokens, cache)
+        return F.reshape(logits, tuple(tokens.shape) + (self.config.vocab_size,))
+
+    def loss(self, tokens, targets):
+        """Mean next-token cross-entropy of `tokens` (B, T) against `targets` (B, T)."""
+        logits = self.forward_2d(tokens)
+        return F.cross_entropy(logits, F.reshape(targets, (-1,)))
+
+    def new_cache(self) -> KVCache:
+        return KVCache(self.config.n_layers)
+
+    def num_params(self) -> int:
+        return sum(p.size for p in self.trainable_params())
+
+
+__all__ = ["Attention", "FeedForward", "TransformerBlock", "Llama", "KVCache", "LayerKVCache", "repeat_kv"]

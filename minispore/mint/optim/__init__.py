@@ -1,0 +1,4 @@
+"""`mint.optim`: optimizers with PyTorch's semantics (`mint.optim.AdamW`)."""
+from .adamw import AdamW
+
+__all__ = ["AdamW"]

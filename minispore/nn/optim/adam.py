@@ -1,0 +1,98 @@
+"""`nn.Adam` (TensorFlow-style epsilon, bias correction folded into the step size) and
+`nn.AdamWeightDecay` (decoupled weight decay, no bias correction), with MindSpore's update rules.
+
+Adam, update t = 1, 2, ...:
+    g = g + weight_decay * w                    (L2, parameters without 'beta'/'gamma')
+    m = beta1 * m + (1 - beta1) * g
+    v = beta2 * v + (1 - beta2) * g^2
+    lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
+    w = w - lr_t * m / (sqrt(v) + eps)          (eps on the *uncorrected* sqrt(v))
+    nesterov: m in the last line is replaced by beta1 * m + (1 - beta1) * g
+State: `moment1.<name>`, `moment2.<name>`, `beta1_power`, `beta2_power`.
+
+AdamWeightDecay:
+    m, v as above
+    w = w - lr * (m / (sqrt(v) + eps) + weight_decay * w)
+State: `adam_m.<name>`, `adam_v.<name>`. Note the default eps is 1e-6 here, 1e-8 for Adam.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...common.tensor import Parameter, Tensor
+from .. import _checks
+from .optimizer import Optimizer, as_compute, work_array, write_back
+
+
+def _check_betas(cell, beta1, beta2, eps):
+    b1 = _checks.real(cell, "beta1", beta1, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    b2 = _checks.real(cell, "beta2", beta2, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    e = _checks.real(cell, "eps", eps, lo=0.0, lo_open=True)
+    return b1, b2, e
+
+
+def _moments(m_p, v_p, g, b1, b2):
+    """m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2, in place. Returns the updated arrays."""
+    m = work_array(m_p)
+    v = work_array(v_p)
+    g = as_compute(g, m)
+    m *= b1
+    m += (1.0 - b1) * g
+    v *= b2
+    v += (1.0 - b2) * (g * g)
+    write_back(m_p, m)
+    write_back(v_p, v)
+    return m, v, g
+
+
+class Adam(Optimizer):
+    """`Adam(params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
+    use_nesterov=False, weight_decay=0.0, loss_scale=1.0)`."""
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
+                 use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        self.beta1, self.beta2, self.eps = _check_betas("Adam", beta1, beta2, eps)
+        self.use_locking = _checks.boolean("Adam", "use_locking", use_locking)
+        self.use_nesterov = _checks.boolean("Adam", "use_nesterov", use_nesterov)
+        self.beta1_power = Parameter(Tensor(np.ones((1,), np.float32)), name="beta1_power", requires_grad=False)
+        self.beta2_power = Parameter(Tensor(np.ones((1,), np.float32)), name="beta2_power", requires_grad=False)
+        self.moment1 = self._state("moment1", "zeros")
+        self.moment2 = self._state("moment2", "zeros")
+
+    def _update(self, grads, lrs, t):
+        b1, b2, eps = self.beta1, self.beta2, self.eps
+        b1p, b2p = b1 ** t, b2 ** t                # exact powers from the step, not a running product
+        self.beta1_power._data[0] = b1p
+        self.beta2_power._data[0] = b2p
+        correction = np.sqrt(1.0 - b2p) / (1.0 - b1p)
+        for p, g, lr, wd, m_p, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1, self.moment2):
+            w = work_array(p)
+            g = as_compute(g, w)
+            if wd > 0:
+                g = g + wd * w
+            m, v, g = _moments(m_p, v_p, g, b1, b2)
+            num = b1 * m + (1.0 - b1) * g if self.use_nesterov else m
+            w -= (lr * correction) * num / (np.sqrt(v) + eps)
+            write_back(p, w)
+
+
+class AdamWeightDecay(Optimizer):
+    """`AdamWeightDecay(params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0)`."""
+
+    def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-6, weight_decay=0.0):
+        super().__init__(learning_rate, params, weight_decay)
+        self.beta1, self.beta2, self.eps = _check_betas("AdamWeightDecay", beta1, beta2, eps)
+        self.moments1 = self._state("adam_m", "zeros")
+        self.moments2 = self._state("adam_v", "zeros")
+
+    def _update(self, grads, lrs, t):
+        b1, b2, eps = self.beta1, self.beta2, self.eps
+        for p, g, lr, wd, m_p, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moments1, self.moments2):
+            w = work_array(p)
+            m, v, _ = _moments(m_p, v_p, as_compute(g, w), b1, b2)
+            update = m / (np.sqrt(v) + eps)
+            if wd > 0:
+                update += wd * w
+            w -= lr * update
+            write_back(p, w)

@@ -1,0 +1,97 @@
+"""`nn.SGD` (stochastic gradient descent with optional momentum, dampening and Nesterov) and
+`nn.Momentum` (MindSpore's ApplyMomentum).
+
+SGD, per element (MindSpore's SGD kernel, which is also PyTorch's `torch.optim.SGD`):
+    g = g + weight_decay * w
+    if momentum > 0:
+        v = g                               on the first update (state `stat` is 1)
+        v = momentum * v + (1 - dampening) * g   afterwards
+        g = g + momentum * v  if nesterov  else  v
+    w = w - lr * g
+State: `accum.<name>` (v), `stat.<name>` (1 until the first update) and the Parameter `momentum`.
+
+Momentum:
+    g = g + weight_decay * w                (parameters without 'beta'/'gamma' in their name)
+    v = momentum * v + g
+    w = w - lr * v                          (nesterov: w = w - lr * (g + momentum * v))
+State: `moments.<name>` and the Parameter `momentum`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...common.errors import OpValueError
+from ...common.tensor import Parameter, Tensor
+from .. import _checks
+from .optimizer import Optimizer, as_compute, work_array, write_back
+
+
+class SGD(Optimizer):
+    """`SGD(params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0,
+    nesterov=False, loss_scale=1.0)`."""
+
+    def __init__(self, params, learning_rate=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0,
+                 nesterov=False, loss_scale=1.0):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        momentum = _checks.real("SGD", "momentum", momentum, lo=0.0)
+        dampening = _checks.real("SGD", "dampening", dampening, lo=0.0)
+        self.nesterov = _checks.boolean("SGD", "nesterov", nesterov)
+        if nesterov and (momentum <= 0.0 or dampening != 0.0):
+            raise OpValueError("SGD", "momentum > 0 and dampening == 0 when nesterov=True",
+                               f"momentum={momentum}, dampening={dampening}")
+        self.dampening = dampening
+        self.momentum = Parameter(Tensor(np.float32(momentum)), name="momentum", requires_grad=False)
+        self.accum = self._state("accum", "zeros")
+        self.stat = self._state("stat", "ones")
+        # SGD's kernel decays every parameter (no beta/gamma exemption), per group when grouped
+        self._sgd_decay = self._decay if self.is_group else (self.weight_decay,) * len(self._params_seq)
+
+    def _update(self, grads, lrs, t):
+        mom = float(self.momentum._data)
+        damp = self.dampening
+        for p, g, lr, wd, acc_p, stat_p in zip(self._params_seq, grads, lrs, self._sgd_decay, self.accum, self.stat):
+            w = work_array(p)
+            g = as_compute(g, w)
+            if wd > 0:
+                g = g + wd * w
+            if mom > 0:
+                acc = work_array(acc_p)
+                if stat_p._data.reshape(-1)[:1].sum() > 0:     # first update: v = g (stat is uniform)
+                    acc[...] = g
+                    stat_p._data[...] = 0
+                    stat_p._version += 1
+                else:
+                    acc *= mom
+                    acc += (1.0 - damp) * g
+                write_back(acc_p, acc)
+                g = g + mom * acc if self.nesterov else acc
+            w -= lr * g
+            write_back(p, w)
+
+
+class Momentum(Optimizer):
+    """`Momentum(params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False)`."""
+
+    def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False):
+        super().__init__(learning_rate, params, weight_decay, loss_scale)
+        momentum = _checks.real("Momentum", "momentum", momentum, lo=0.0)
+        self.use_nesterov = _checks.boolean("Momentum", "use_nesterov", use_nesterov)
+        self.momentum = Parameter(Tensor(np.float32(momentum)), name="momentum", requires_grad=False)
+        self.moments = self._state("moments", "zeros")
+
+    def _update(self, grads, lrs, t):
+        mom = float(self.momentum._data)
+        for p, g, lr, wd, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moments):
+            w = work_array(p)
+            g = as_compute(g, w)
+            if wd > 0:
+                g = g + wd * w
+            v = work_array(v_p)
+            v *= mom
+            v += g
+            write_back(v_p, v)
+            if self.use_nesterov:
+                w -= lr * (g + mom * v)
+            else:
+                w -= lr * v
+            write_back(p, w)

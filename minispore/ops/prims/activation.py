@@ -1,0 +1,439 @@
+"""Activation primitives: relu, gelu, silu, sigmoid, tanh, softplus, leaky_relu, elu, hardtanh/relu6,
+softmax, log_softmax and clamp/clip.
+
+MindSpore's functional names and argument order (`ops.gelu(input, approximate='none')`,
+`ops.softplus(input, beta=1, threshold=20)`, `ops.softmax(input, axis=-1, *, dtype=None)`, ...).
+
+Each is one primitive with its own NumPy kernel, so the forward pass is one vectorized call and
+never overflows where the math does not: sigmoid uses `expit`, softplus never exponentiates a large
+positive number, softmax/log_softmax subtract the row maximum first. Each backward rule is written
+in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)), so grad-of-grad works.
+
+float16/bfloat16 inputs are computed in float32 and rounded once (NumPy has few half-precision
+kernels and ml_dtypes' bfloat16 has fewer); the executor casts the result back to the input dtype.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+import scipy.special
+
+from ...common import dtype as mstype
+from ...common.tensor import Tensor
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+from .elementwise import (add, cast, erf, exp, greater, greater_equal, less, less_equal, logical_and, minimum,
+                          mul, square, sub, sum_to, where, zeros_like)
+from .reduction import reduce_sum
+
+_HALF = (np.dtype(np.float16), mstype.bfloat16.np)
+
+
+def upcast_half(a):
+    """float16/bfloat16 arrays as float32 (exact); anything else unchanged."""
+    return a.astype(np.float32) if a.dtype in _HALF else a
+
+
+# ------------------------------------------------------------------------------------------------
+# inference
+def _float_unary_infer(name):
+    """Elementwise on a floating tensor; same shape and dtype."""
+    def infer(x, **attrs):
+        C.floating(name, "input", x)
+        return AbstractTensor(x.shape, x.dtype)
+    return infer
+
+
+def _numeric_unary_infer(name):
+    """Elementwise on any non-bool tensor (relu, hardtanh keep integer dtypes)."""
+    def infer(x, **attrs):
+        C.tensor(name, "input", x)
+        if x.dtype is mstype.bool_:
+            raise C.OpTypeError(name, "'input' with a numeric dtype", str(x.dtype))
+        return AbstractTensor(x.shape, x.dtype)
+    return infer
+
+
+def _real_arg(op, arg, v):
+    """A Python real number (not bool) for a scalar attribute."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise C.OpTypeError(op, f"'{arg}' to be a float", f"{type(v).__name__} {v!r}")
+    return float(v)
+
+
+# ------------------------------------------------------------------------------------------------
+# relu / leaky_relu / elu
+def _relu_kernel(a):
+    return np.maximum(a, a.dtype.type(0))
+
+
+def _relu_bprop(inputs, out, dout):
+    x = inputs[0]
+    return (where(greater(x, 0), dout, zeros_like(dout)),)
+
+
+_relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)")
+
+
+def relu(input):
+    """`ops.relu(input)`: max(input, 0). Gradient 0 at input == 0 (as in MindSpore and PyTorch)."""
+    return _relu(input)
+
+
+def _leaky_relu_kernel(a, alpha=0.2):
+    a = upcast_half(a)
+    return np.where(a > 0, a, a * alpha)
+
+
+def _leaky_relu_bprop(inputs, out, dout, alpha=0.2):
+    x = inputs[0]
+    return (where(greater(x, 0), dout, mul(dout, alpha)),)
+
+
+_leaky_relu = defprim("leaky_relu", _float_unary_infer("leaky_relu"), _leaky_relu_kernel, _leaky_relu_bprop,
+                      doc="x if x > 0 else alpha * x")
+
+
+def leaky_relu(input, alpha=0.2):
+    """`ops.leaky_relu(input, alpha=0.2)`: input where positive, alpha * input elsewhere."""
+    return _leaky_relu(input, alpha=_real_arg("leaky_relu", "alpha", alpha))
+
+
+def _elu_kernel(a, alpha=1.0):
+    a = upcast_half(a)
+    # expm1 only of the non-positive part: exp of a large positive x would overflow in the
+    # branch np.where throws away anyway.
+    return np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0)))
+
+
+def _elu_bprop(inputs, out, dout, alpha=1.0):
+    x = inputs[0]
+    # d/dx alpha*(e^x - 1) = alpha*e^x; min(x, 0) keeps the unused branch finite (no 0 * inf in
+    # second-order gradients).
+    neg_branch = mul(dout, mul(exp(minimum(x, 0.0)), alpha))
+    return (where(greater(x, 0), dout, neg_branch),)
+
+
+_elu = defprim("elu", _float_unary_infer("elu"), _elu_kernel, _elu_bprop, doc="x if x > 0 else alpha*(exp(x)-1)")
+
+
+def elu(input_x, alpha=1.0):
+    """`ops.elu(input_x, alpha=1.0)`: input where positive, alpha * (exp(input) - 1) elsewhere."""
+    return _elu(input_x, alpha=_real_arg("elu", "alpha", alpha))
+
+
+# ------------------------------------------------------------------------------------------------
+# hardtanh / relu6
+def _hardtanh_infer(x, min_val=-1.0, max_val=1.0):
+    _numeric_unary_infer("hardtanh")(x)
+    if min_val > max_val:
+        raise C.OpValueError("hardtanh", "'min_val' <= 'max_val'", f"min_val={min_val}, max_val={max_val}")
+    return AbstractTensor(x.shape, x.dtype)
+
+
+def _hardtanh_kernel(a, min_val=-1.0, max_val=1.0):
+    return np.clip(a, min_val, max_val)
+
+
+def _hardtanh_bprop(inputs, out, dout, min_val=-1.0, max_val=1.0):
+    x = inputs[0]
+    inside = logical_and(greater(x, min_val), less(x, max_val))
+    return (where(inside, dout, zeros_like(dout)),)
+
+
+_hardtanh = defprim("hardtanh", _hardtanh_infer, _hardtanh_kernel, _hardtanh_bprop,
+                    doc="clip to [min_val, max_val]")
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0):
+    """`ops.hardtanh(input, min_val=-1.0, max_val=1.0)`: input clipped to [min_val, max_val].
+
+    The gradient is 1 strictly inside the interval and 0 outside and on the edges."""
+    return _hardtanh(input, min_val=_real_arg("hardtanh", "min_val", min_val),
+                     max_val=_real_arg("hardtanh", "max_val", max_val))
+
+
+def relu6(x):
+    """`ops.relu6(x)`: min(max(x, 0), 6) — the hardtanh primitive on [0, 6]."""
+    return _hardtanh(x, min_val=0.0, max_val=6.0)
+
+
+# ------------------------------------------------------------------------------------------------
+# sigmoid / tanh / silu / softplus
+def _sigmoid_kernel(a):
+    return scipy.special.expit(upcast_half(a))     # no overflow for large |x|
+
+
+def _sigmoid_bprop(inputs, out, dout):
+    return (mul(dout, mul(out, sub(1.0, out))),)
+
+
+_sigmoid = defprim("sigmoid", _float_unary_infer("sigmoid"), _sigmoid_kernel, _sigmoid_bprop,
+                   doc="1 / (1 + exp(-x))")
+
+
+def sigmoid(input):
+    """`ops.sigmoid(input)`: 1 / (1 + exp(-input)), stable for large |input|."""
+    return _sigmoid(input)
+
+
+def _tanh_kernel(a):
+    return np.tanh(upcast_half(a))
+
+
+def _tanh_bprop(inputs, out, dout):
+    return (mul(dout, sub(1.0, square(out))),)
+
+
+_tanh = defprim("tanh", _float_unary_infer("tanh"), _tanh_kernel, _tanh_bprop, doc="hyperbolic tangent")
+
+
+def tanh(input):
+    """`ops.tanh(input)`."""
+    return _tanh(input)
+
+
+def _silu_kernel(a):
+    a = upcast_half(a)
+    return a * scipy.special.expit(a)
+
+
+def _silu_bprop(inputs, out, dout):
+    x = inputs[0]
+    s = sigmoid(x)
+    # d/dx x*s(x) = s + x*s*(1-s) = s * (1 + x*(1-s))
+    return (mul(dout, mul(s, add(1.0, mul(x, sub(1.0, s))))),)
+
+
+_silu = defprim("silu", _float_unary_infer("silu"), _silu_kernel, _silu_bprop, doc="x * sigmoid(x)")
+
+
+def silu(x):
+    """`ops.silu(x)`: x * sigmoid(x) (also called swish)."""
+    return _silu(x)
+
+
+def _softplus_infer(x, beta=1.0, threshold=20.0):
+    C.floating("softplus", "input", x)
+    if beta == 0:
+        raise C.OpValueError("softplus", "a non-zero 'beta'", repr(beta))
+    return AbstractTensor(x.shape, x.dtype)
+
+
+def _softplus_kernel(a, beta=1.0, threshold=20.0):
+    x = upcast_half(a)
+    bx = x * beta
+    # log(1 + e^t) = max(t, 0) + log1p(e^-|t|): the exponent is never positive, so no overflow
+    soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
+    return np.where(bx > threshold, x, soft)       # linear above the threshold, as MindSpore/PyTorch
+
+
+def _softplus_bprop(inputs, out, dout, beta=1.0, threshold=20.0):
+    x = inputs[0]
+    bx = mul(x, beta)
+    return (where(greater(bx, threshold), dout, mul(dout, sigmoid(bx))),)
+
+
+_softplus = defprim("softplus", _softplus_infer, _softplus_kernel, _softplus_bprop,
+                    doc="log(1 + exp(beta*x)) / beta, linear above threshold")
+
+
+def softplus(input, beta=1, threshold=20):
+    """`ops.softplus(input, beta=1, threshold=20)`: log(1 + exp(beta*input)) / beta.
+
+    Where beta*input > threshold the result is `input` itself (the curve is linear there to
+    float precision). Stable for any input: nothing large is ever exponentiated."""
+    return _softplus(input, beta=_real_arg("softplus", "beta", beta),
+                     threshold=_real_arg("softplus", "threshold", threshold))
+
+
+# ------------------------------------------------------------------------------------------------
+# gelu
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_CUBIC = 0.044715
+
+
+def _gelu_infer(x, approximate="none"):
+    C.floating("gelu", "input", x)
+    if approximate not in ("none", "tanh"):
+        raise C.OpValueError("gelu", "'approximate' to be 'none' or 'tanh'", repr(approximate))
+    return AbstractTensor(x.shape, x.dtype)
+
+
+def _gelu_kernel(a, approximate="none"):
+    x = upcast_half(a)
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
+    # x * Phi(x); erfc keeps the far-negative tail accurate (1 + erf would cancel to 0)
+    return 0.5 * x * scipy.special.erfc(-x / math.sqrt(2.0))
+
+
+def _gelu_bprop(inputs, out, dout, approximate="none"):
+    x = inputs[0]
+    if approximate == "tanh":
+        x2 = square(x)
+        t = tanh(mul(add(x, mul(mul(x2, x), _GELU_CUBIC)), _SQRT_2_OVER_PI))
+        du = mul(add(1.0, mul(x2, 3.0 * _GELU_CUBIC)), _SQRT_2_OVER_PI)
+        # d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'
+        d = add(mul(add(1.0, t), 0.5), mul(mul(mul(x, sub(1.0, square(t))), du), 0.5))
+        return (mul(dout, d),)
+    # d/dx x Phi(x) = Phi(x) + x phi(x)
+    cdf = mul(add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))), 0.5)
+    pdf = mul(exp(mul(square(x), -0.5)), _INV_SQRT_2PI)
+    return (mul(dout, add(cdf, mul(x, pdf))),)
+
+
+_gelu = defprim("gelu", _gelu_infer, _gelu_kernel, _gelu_bprop, doc="Gaussian error linear unit")
+
+
+def gelu(input, approximate="none"):
+    """`ops.gelu(input, approximate='none')`.
+
+    'none': x * Phi(x) with Phi the standard normal CDF (computed through erfc).
+    'tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the BERT/GPT-2 approximation."""
+    return _gelu(input, approximate=approximate)
+
+
+# ------------------------------------------------------------------------------------------------
+# softmax / log_softmax
+def _softmax_infer(name):
+    def infer(x, axis=-1):
+        C.floating(name, "input", x)
+        C.axis(name, axis, len(x.shape))
+        return AbstractTensor(x.shape, x.dtype)
+    return infer
+
+
+def _shifted(x, axis):
+    """x minus its maximum along `axis` (a row that is all -inf is left unshifted, not NaN'd)."""
+    m = np.max(x, axis=axis, keepdims=True)
+    if not np.isfinite(m).all():          # rare: fix only then (the common path allocates nothing extra)
+        m = np.where(np.isfinite(m), m, 0)
+    return x - m
+
+
+def _softmax_kernel(a, axis=-1):
+    x = upcast_half(a)
+    if x.size == 0:
+        return x.copy()
+    e = np.exp(_shifted(x, axis))         # every exponent <= 0: no overflow
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_bprop(inputs, out, dout, axis=-1):
+    # dx = y * (g - sum(g * y))
+    return (mul(out, sub(dout, reduce_sum(mul(dout, out), axis, keep_dims=True))),)
+
+
+def _log_softmax_kernel(a, axis=-1):
+    x = upcast_half(a)
+    if x.size == 0:
+        return x.copy()
+    s = _shifted(x, axis)
+    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+
+
+def _log_softmax_bprop(inputs, out, dout, axis=-1):
+    # dx = g - softmax * sum(g)
+    return (sub(dout, mul(exp(out), reduce_sum(dout, axis, keep_dims=True))),)
+
+
+_softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
+                   doc="exp(x) / sum(exp(x)) along an axis")
+_log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
+                       doc="x - logsumexp(x) along an axis")
+
+
+def _int_axis(op, axis):
+    if isinstance(axis, (tuple, list)):
+        if len(axis) != 1:
+            raise C.OpValueError(op, "one axis", repr(axis))
+        axis = axis[0]
+    return axis
+
+
+def softmax(input, axis=-1, *, dtype=None):
+    """`ops.softmax(input, axis=-1, *, dtype=None)`; `dtype` casts the input first.
+
+    Stable for any logits (the row maximum is subtracted before exponentiating)."""
+    if dtype is not None:
+        input = cast(C.tensor("softmax", "input", input), dtype)
+    return _softmax(input, axis=_int_axis("softmax", axis))
+
+
+def log_softmax(logits, axis=-1):
+    """`ops.log_softmax(logits, axis=-1)`: logits - logsumexp(logits), computed stably."""
+    return _log_softmax(logits, axis=_int_axis("log_softmax", axis))
+
+
+# ------------------------------------------------------------------------------------------------
+# clamp / clip
+def _bound_check(arg, v):
+    if v is None or C.is_tensor(v):
+        return
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise C.OpTypeError("clamp", f"'{arg}' to be a Tensor, a real number or None", type(v).__name__)
+
+
+def _clamp_infer(x, lo, hi):
+    C.tensor("clamp", "input", x)
+    if x.dtype is mstype.bool_:
+        raise C.OpTypeError("clamp", "'input' with a numeric dtype", str(x.dtype))
+    _bound_check("min", lo)
+    _bound_check("max", hi)
+    if lo is None and hi is None:
+        raise C.OpValueError("clamp", "at least one of 'min' and 'max' to be given", "both None")
+    shapes = [x.shape] + [b.shape for b in (lo, hi) if C.is_tensor(b)]
+    shape = C.broadcast("clamp", *shapes) if len(shapes) > 1 else x.shape
+    return AbstractTensor(shape, x.dtype)       # the input's dtype, as MindSpore
+
+
+def _clamp_kernel(x, lo, hi):
+    out = x
+    if lo is not None:
+        out = np.maximum(out, lo)
+    if hi is not None:
+        out = np.minimum(out, hi)               # min > max gives max, as NumPy and PyTorch
+    return out
+
+
+def _clamp_bprop(inputs, out, dout):
+    x, lo, hi = inputs
+    zero = zeros_like(dout)
+    # out = min(max(x, lo), hi): decide which operand each output element came from
+    from_x = greater_equal(x, lo) if lo is not None else None
+    if hi is not None:
+        candidate = x if lo is None else where(from_x, x, lo)       # max(x, lo), ties to x
+        below_hi = less_equal(candidate, hi)
+        from_x = below_hi if from_x is None else logical_and(from_x, below_hi)
+    gx = sum_to(where(from_x, dout, zero), x.shape)
+    glo = ghi = None
+    if isinstance(lo, Tensor):
+        from_lo = less(x, lo) if hi is None else logical_and(less(x, lo), less_equal(lo, hi))
+        glo = sum_to(where(from_lo, dout, zero), lo.shape)
+    if isinstance(hi, Tensor):
+        above = greater(x, hi) if lo is None else greater(where(greater_equal(x, lo), x, lo), hi)
+        ghi = sum_to(where(above, dout, zero), hi.shape)
+    return gx, glo, ghi
+
+
+_clamp = defprim("clamp", _clamp_infer, _clamp_kernel, _clamp_bprop, doc="min(max(x, min), max)")
+
+
+def clamp(input, min=None, max=None):
+    """`ops.clamp(input, min=None, max=None)`: min(max(input, min), max).
+
+    `min`/`max` may be numbers or Tensors that broadcast against `input`; at least one is needed.
+    The result keeps `input`'s dtype. Where min > max the result is max. Gradients flow to
+    whichever operand the output element came from (ties at the bounds go to `input`)."""
+    return _clamp(input, min, max)
+
+
+clip = clamp
+
+
+__all__ = ["clamp", "clip", "elu", "gelu", "hardtanh", "leaky_relu", "log_softmax", "relu", "relu6", "sigmoid",
+           "silu", "softmax", "softplus", "tanh"]

@@ -1,0 +1,185 @@
+"""Creation primitives: zeros, ones, full, full_like, arange, linspace, eye.
+
+These have no tensor inputs (full_like reads only its input's shape and dtype), so their inference
+rules take attributes only: the output shape and dtype are known before anything runs, which is
+what lets graph capture and DryRun plan their memory. None is differentiable. Default dtypes
+follow MindSpore 2.3: Float32 for zeros/ones/eye/linspace; full and arange infer Int64 or Float32
+(Bool for full) from their Python arguments.
+
+(`zeros_like` / `ones_like` live in elementwise.py, because backward rules use them.)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ...common import dtype as mstype
+from ...common.tensor import Tensor
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+
+_TENSOR = (Tensor, AbstractTensor)
+
+
+def _tensor(op, arg, x):
+    """A Tensor (or, under graph capture, an AbstractTensor) - not an ndarray or a list."""
+    if not isinstance(x, _TENSOR):
+        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
+    return x
+
+
+__all__ = ["zeros", "ones", "full", "full_like", "arange", "linspace", "eye"]
+
+
+def _size_arg(op, size):
+    """A shape given as an int, a tuple/list of ints, or a 1-D integer Tensor."""
+    if isinstance(size, Tensor):
+        if size.dtype.kind not in ("int", "uint") or size.ndim > 1:
+            raise C.OpTypeError(op, "a shape as an int, a tuple of ints or a 1-D integer Tensor",
+                                f"a {size.dtype} Tensor of shape {size.shape}")
+        size = tuple(int(s) for s in size.asnumpy().reshape(-1))
+    shape = C.shape_arg(op, size)
+    if any(s < 0 for s in shape):
+        raise C.OpValueError(op, "non-negative sizes", repr(shape))
+    return shape
+
+
+def _dtype_arg(dtype, default):
+    return default if dtype is None else mstype.as_dtype(dtype)
+
+
+def _number(op, arg, v):
+    """A Python number from a number or a one-element Tensor (MindSpore accepts both)."""
+    if isinstance(v, Tensor):
+        if v.size != 1:
+            raise C.OpValueError(op, f"'{arg}' as a number or a one-element Tensor", f"shape {v.shape}")
+        return v.item()
+    if isinstance(v, (numbers.Real, np.generic)) and not isinstance(v, complex):
+        return v.item() if isinstance(v, np.generic) else v
+    raise C.OpTypeError(op, f"'{arg}' to be a number", f"{type(v).__name__} {v!r}")
+
+
+# ------------------------------------------------------------------------------------------------
+def _filled_infer(name):
+    def infer(shape, dtype, **_):
+        return AbstractTensor(_size_arg(name, shape), mstype.as_dtype(dtype))
+    return infer
+
+
+_zeros = defprim("zeros", _filled_infer("zeros"), lambda shape, dtype: np.zeros(shape, dtype=dtype.np),
+                 doc="a tensor of zeros")
+_ones = defprim("ones", _filled_infer("ones"), lambda shape, dtype: np.ones(shape, dtype=dtype.np),
+                doc="a tensor of ones")
+_full = defprim("full", _filled_infer("full"),
+                lambda shape, dtype, fill_value: np.full(shape, fill_value, dtype=dtype.np),
+                doc="a tensor filled with one value")
+
+
+def zeros(size, dtype=None):
+    """`ops.zeros(size, dtype=None)`: zeros of shape `size` (Float32 by default)."""
+    return _zeros(shape=_size_arg("zeros", size), dtype=_dtype_arg(dtype, mstype.float32))
+
+
+def ones(shape, dtype=None):
+    """`ops.ones(shape, dtype=None)`: ones of `shape` (Float32 by default)."""
+    return _ones(shape=_size_arg("ones", shape), dtype=_dtype_arg(dtype, mstype.float32))
+
+
+def full(size, fill_value, *, dtype=None):
+    """`ops.full(size, fill_value, *, dtype=None)`: the dtype defaults to the fill value's
+    (bool -> Bool, int -> Int64, float -> Float32, a Tensor -> its dtype)."""
+    default = fill_value.dtype if isinstance(fill_value, Tensor) else None
+    value = _number("full", "fill_value", fill_value)
+    dt = _dtype_arg(dtype, default or mstype.scalar_dtype(value))
+    return _full(shape=_size_arg("full", size), dtype=dt, fill_value=value)
+
+
+def _full_like_infer(x, fill_value, dtype):
+    _tensor("full_like", "input", x)
+    return AbstractTensor(x.shape, x.dtype if dtype is None else dtype)
+
+
+_full_like = defprim("full_like", _full_like_infer,
+                     lambda a, fill_value, dtype: np.full(a.shape, fill_value, dtype=a.dtype if dtype is None
+                                                          else dtype.np),
+                     doc="a tensor shaped like the input, filled with one value")
+
+
+def full_like(input, fill_value, *, dtype=None):
+    """`ops.full_like(input, fill_value, *, dtype=None)`: input's shape and (by default) dtype."""
+    value = _number("full_like", "fill_value", fill_value)
+    return _full_like(input, fill_value=value, dtype=None if dtype is None else mstype.as_dtype(dtype))
+
+
+# ------------------------------------------------------------------------------------------------
+def _arange_len(start, end, step):
+    return max(0, math.ceil((end - start) / step))
+
+
+def _arange_infer(start, end, step, dtype):
+    if step == 0:
+        raise C.OpValueError("arange", "a non-zero 'step'", "0")
+    if (step > 0 and start >= end) or (step < 0 and start <= end):
+        raise C.OpValueError("arange", f"start < end for step > 0 (start > end for step < 0)",
+                             f"start={start}, end={end}, step={step}")
+    return AbstractTensor((_arange_len(start, end, step),), dtype)
+
+
+def _arange_kernel(start, end, step, dtype):
+    n = _arange_len(start, end, step)
+    exact_ints = all(isinstance(v, int) for v in (start, step))
+    # integers stay exact in int64; anything else is computed in float64 and rounded once
+    k = np.arange(n, dtype=np.int64 if exact_ints else np.float64)
+    return (start + step * k).astype(dtype.np)
+
+
+_arange = defprim("arange", _arange_infer, _arange_kernel, doc="evenly spaced values in [start, end)")
+
+
+def arange(start=0, end=None, step=1, *, dtype=None):
+    """`ops.arange(start=0, end=None, step=1, *, dtype=None)`: values start, start+step, ... < end.
+
+    With one argument it is the end. dtype defaults to Float32 if any argument is a float, else
+    Int64. As in MindSpore, an empty range (start >= end for a positive step) is an error."""
+    if end is None:
+        start, end = 0, start
+    start = _number("arange", "start", start)
+    end = _number("arange", "end", end)
+    step = _number("arange", "step", step)
+    if dtype is None:
+        dtype = mstype.float32 if any(isinstance(v, float) for v in (start, end, step)) else mstype.int64
+    return _arange(start=start, end=end, step=step, dtype=mstype.as_dtype(dtype))
+
+
+def _linspace_infer(start, end, steps):
+    C.int_attr("linspace", "steps", steps, minimum=1)
+    return AbstractTensor((steps,), mstype.float32)
+
+
+_linspace = defprim("linspace", _linspace_infer,
+                    lambda start, end, steps: np.linspace(start, end, steps, dtype=np.float64),
+                    doc="`steps` evenly spaced values from start to end inclusive")
+
+
+def linspace(start, end, steps):
+    """`ops.linspace(start, end, steps)`: `steps` evenly spaced Float32 values from start to end."""
+    if isinstance(steps, Tensor):
+        steps = int(steps)
+    return _linspace(start=float(_number("linspace", "start", start)), end=float(_number("linspace", "end", end)),
+                     steps=steps)
+
+
+def _eye_infer(n, m, dtype):
+    C.int_attr("eye", "n", n, minimum=0)
+    C.int_attr("eye", "m", m, minimum=0)
+    return AbstractTensor((n, m), dtype)
+
+
+_eye = defprim("eye", _eye_infer, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np), doc="identity matrix")
+
+
+def eye(n, m=None, dtype=None):
+    """`ops.eye(n, m=None, dtype=None)`: an n x m matrix with ones on the diagonal (Float32)."""
+    return _eye(n=n, m=n if m is None else m, dtype=_dtype_arg(dtype, mstype.float32))

@@ -1,0 +1,85 @@
+"""Dropout: zero each element with probability p, scale the survivors by 1 / (1 - p).
+
+Design: the random mask is drawn *inside the kernel* and returned as a second output, as
+MindSpore's `Dropout` primitive does (`(output, mask)`). Two reasons:
+
+* the backward must replay exactly the forward's mask. As an output, the mask is simply there in
+  the backward rule (`out[1]`): dx = dy * mask / (1 - p). Nothing is stashed on the side, and the
+  rule is written in ops, so grad-of-grad works;
+* randomness belongs to execution, not to tracing: a graph captured once and run every step draws
+  a fresh mask each run. A mask drawn in Python during capture would be frozen into the graph.
+
+The mask is Bool (1 byte per element); no gradient flows into it. Random bits come from
+`minispore.common.context.rng()`, which `ms.set_seed` seeds; an op-level `seed` gives the call its
+own stream, derived from (global seed, op seed) like MindSpore's two-level seeds.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...common import context
+from ...common import dtype as mstype
+from .. import _check as C
+from ..primitive import AbstractTensor, defprim
+from . import _nn_common as N
+
+_OP_STREAMS: dict = {}          # (global seed, op seed) -> Generator, so repeated calls advance
+
+
+def _generator(seed):
+    if seed is None:
+        return context.rng()
+    key = (context.get_seed(), seed)
+    gen = _OP_STREAMS.get(key)
+    if gen is None:
+        gen = _OP_STREAMS[key] = np.random.default_rng([seed] if key[0] is None else [key[0], seed])
+    return gen
+
+
+def _dropout_infer(x, p, seed):
+    N.floating("dropout", "input", x)
+    C.float_attr("dropout", "p", p, lo=0.0, hi=1.0)
+    return AbstractTensor(x.shape, x.dtype), AbstractTensor(x.shape, mstype.bool_)
+
+
+def _scale(p):
+    return 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
+
+
+def _dropout_kernel(x, p, seed):
+    # float32 uniforms are plenty for a keep/drop decision and twice as fast to draw as float64
+    keep = _generator(seed).random(x.shape, dtype=np.float32) >= p
+    y = x * _scale(p)
+    y *= keep
+    return y, keep
+
+
+def _dropout_bprop(inputs, out, dout, p, seed):
+    from .elementwise import mul
+    return (mul(mul(dout[0], out[1]), _scale(p)),)
+
+
+_dropout = defprim("dropout", _dropout_infer, _dropout_kernel, _dropout_bprop,
+                   doc="random zeroing with rescaling: (output, keep mask)")
+
+
+def dropout(input, p=0.5, training=True, seed=None):
+    """`ops.dropout(input, p=0.5, training=True, seed=None)`.
+
+    Each element is zeroed with probability `p` and the rest scaled by 1 / (1 - p). With
+    `training=False` (or p=0) the input is returned unchanged.
+    """
+    N.floating("dropout", "input", input)
+    p = C.float_attr("dropout", "p", p, lo=0.0, hi=1.0)
+    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+        raise C.OpValueError("dropout", "'seed' as None or a non-negative int", repr(seed))
+    if not isinstance(training, bool):
+        raise C.OpTypeError("dropout", "'training' to be a bool", repr(training))
+    if not training or p == 0.0:
+        return input
+    return _dropout(input, p=p, seed=None if seed is None else int(seed))[0]
+
+
+__all__ = ["dropout"]

@@ -1,0 +1,451 @@
+"""The training loop for the LLaMA models on a character corpus (Tiny Shakespeare by default).
+
+    metrics = train(LlamaConfig(...), TrainConfig(out_dir="out", max_iters=2000))
+
+One iteration is nanoGPT's: draw a random batch of windows, compute the loss and its gradients
+(`value_and_grad`), clip the gradients to global norm `grad_clip`, take an AdamW step at the
+learning rate of a linear-warmup + cosine-decay schedule.
+
+Around it:
+* every `eval_interval` iterations the mean loss of `eval_iters` batches of each split is
+  measured (no tape is recorded outside `value_and_grad`, so evaluation is a plain forward pass);
+  the batches are the same every time (a sampler with a fixed seed), so the curve is smooth;
+* every `ckpt_interval` iterations the full training state is checkpointed: weights, optimizer
+  moments and step, the global RNG (dropout), the batch sampler's position, the config and the
+  loss history. `resume=True` continues from the latest checkpoint and reproduces a straight run
+  bit for bit;
+* Ctrl-C finishes the current iteration, saves a checkpoint and stops (a second Ctrl-C stops at
+  once; the last checkpoint on disk stays loadable because saves are atomic);
+* at the end `out_dir/metrics.json` and `out_dir/loss.png` (matplotlib) are written.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..common import context
+from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError, require
+from ..common.tensor import Tensor
+from .checkpoint_manager import CheckpointManager, deferred_interrupt
+from .serialization import CheckpointError
+
+OPTIMIZERS = ("adamw", "adamweightdecay")
+
+
+@dataclass
+class TrainConfig:
+    """Training hyper-parameters (defaults: nanoGPT's Shakespeare CPU recipe).
+
+    * `optimizer`: "adamw" = `mint.optim.AdamW` (PyTorch's rule, bias-corrected moments: what
+      nanoGPT uses), or "adamweightdecay" = `nn.AdamWeightDecay` (MindSpore's rule, no bias
+      correction). Weight decay applies to matrices (weights, embeddings) only, not to norms.
+    * `lr_decay_iters` (default: `max_iters`) is where the cosine schedule reaches `min_lr`.
+    * `final_eval_iters`: batches per split for the last evaluation (the reported losses).
+    """
+
+    out_dir: str = "out-shakespeare-char"
+    max_iters: int = 2000
+    batch_size: int = 12
+    learning_rate: float = 1e-3
+    min_lr: float = 1e-4
+    warmup_iters: int = 100
+    lr_decay_iters: int | None = None
+    beta1: float = 0.9
+    beta2: float = 0.99
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    optimizer: str = "adamw"
+    eval_interval: int = 250
+    eval_iters: int = 40
+    final_eval_iters: int = 200
+    ckpt_interval: int = 250
+    keep_checkpoints: int = 3
+    seed: int = 1337
+    resume: bool = False
+    progress: bool = True
+    log_interval: int = 10
+    plot: bool = True
+
+    def __post_init__(self):
+        for name in ("max_iters", "batch_size", "eval_interval", "eval_iters", "final_eval_iters",
+                     "ckpt_interval", "keep_checkpoints", "log_interval"):
+            _check_int(name, getattr(self, name), 1)
+        _check_int("warmup_iters", self.warmup_iters, 0)
+        _check_int("seed", self.seed, 0)
+        if self.lr_decay_iters is not None:
+            _check_int("lr_decay_iters", self.lr_decay_iters, 1)
+        if self.decay_iters <= self.warmup_iters:
+            raise OpValueError("TrainConfig", f"lr_decay_iters (default max_iters) > warmup_iters ({self.warmup_iters})",
+                               f"{self.decay_iters}")
+        for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip", "eps"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or isinstance(v, bool) or v < 0:
+                raise OpValueError("TrainConfig", f"'{name}' >= 0", repr(v))
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Real) or not 0.0 <= v < 1.0:
+                raise OpValueError("TrainConfig", f"'{name}' in [0, 1)", repr(v))
+        if self.optimizer not in OPTIMIZERS:
+            raise OpValueError("TrainConfig", f"'optimizer' in {OPTIMIZERS}", repr(self.optimizer))
+        if not isinstance(self.out_dir, (str, os.PathLike)):
+            raise OpTypeError("TrainConfig", "'out_dir' as a path", type(self.out_dir).__name__)
+
+    @property
+    def decay_iters(self) -> int:
+        return self.lr_decay_iters if self.lr_decay_iters is not None else self.max_iters
+
+    def schedule_dict(self) -> dict:
+        """The fields a resumed run must share with the original (everything that changes the
+        trajectory of the first `max_iters` iterations). Logging, evaluation and checkpoint
+        cadence, `max_iters` and `out_dir` may change between runs."""
+        keep = ("batch_size", "learning_rate", "min_lr", "warmup_iters", "beta1", "beta2", "eps",
+                "weight_decay", "grad_clip", "optimizer", "seed")
+        d = {k: getattr(self, k) for k in keep}
+        d["lr_decay_iters"] = self.decay_iters
+        return d
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> "TrainConfig":
+        """The training hyper-parameters of a preset (see `minispore.llm.config.PRESETS`), with
+        `overrides` (None values are ignored, so CLI defaults can be passed straight through)."""
+        from ..llm.config import get_preset
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in get_preset(name).train.items() if k in fields}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+
+def _check_int(name, v, minimum):
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < minimum:
+        raise OpValueError("TrainConfig", f"'{name}' as an int >= {minimum}", repr(v))
+
+
+# ---------------------------------------------------------------------------------------------
+# pieces of the loop
+def prepare_data(text=None):
+    """(tokenizer, train_ids, val_ids) for `text` (default: Tiny Shakespeare), split 90/10."""
+    from ..dataset import CharTokenizer, load_tinyshakespeare, train_val_split
+    if text is None:
+        text = load_tinyshakespeare()
+    tokenizer = CharTokenizer.from_text(text)
+    train_ids, val_ids = train_val_split(tokenizer.encode(text), 0.9)
+    return tokenizer, train_ids, val_ids
+
+
+def decay_groups(model):
+    """AdamW parameter groups as in nanoGPT: decay every matrix (>= 2-D: projections, embeddings),
+    never the 1-D norm weights."""
+    params = model.trainable_params()
+    decay = [p for p in params if p.ndim >= 2]
+    no_decay = [p for p in params if p.ndim < 2]
+    return decay, no_decay
+
+
+def build_optimizer(model, tc: TrainConfig):
+    """(optimizer, schedule). The schedule is nanoGPT's `get_lr` as `nn.WarmupCosineDecayLR`."""
+    from .. import nn
+    schedule = nn.WarmupCosineDecayLR(tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.decay_iters)
+    decay, no_decay = decay_groups(model)
+    if tc.optimizer == "adamw":
+        from ..mint.optim import AdamW
+        groups = [{"params": decay, "weight_decay": tc.weight_decay}]
+        if no_decay:
+            groups.append({"params": no_decay, "weight_decay": 0.0})
+        opt = AdamW(groups, lr=schedule.value_at(0), betas=(tc.beta1, tc.beta2), eps=tc.eps,
+                    weight_decay=tc.weight_decay)
+    else:
+        groups = [{"params": decay, "weight_decay": tc.weight_decay}]
+        if no_decay:
+            groups.append({"params": no_decay, "weight_decay": 0.0})
+        opt = nn.AdamWeightDecay(groups, learning_rate=schedule, beta1=tc.beta1, beta2=tc.beta2, eps=tc.eps,
+                                 weight_decay=tc.weight_decay)
+    return opt, schedule
+
+
+def optimizer_step(opt) -> int:
+    """Updates the optimizer has applied (its own step counter, saved in checkpoints)."""
+    if hasattr(opt, "state_step"):
+        return int(opt.state_step._data)
+    return opt.step
+
+
+def set_learning_rate(opt, schedule, step):
+    """Before an update: give a PyTorch-style optimizer the schedule's value (a MindSpore
+    optimizer evaluates its schedule cell at its own `global_step`). Returns the lr used."""
+    lr = schedule.value_at(step)
+    if hasattr(opt, "param_groups"):
+        for group in opt.param_groups:
+            group["lr"] = lr
+    return lr
+
+
+def estimate_loss(model, data, batch_size, block_size, iters, seed) -> float:
+    """Mean loss over `iters` batches of `data`, drawn by a fresh sampler with `seed` (so the same
+    batches each call). Dropout is off; no tape is recorded (we are not inside value_and_grad)."""
+    from ..dataset import BatchSampler
+    sampler = BatchSampler(data, batch_size, block_size, seed=seed)
+    was_training = model.training
+    model.set_train(False)
+    try:
+        total = 0.0
+        for _ in range(iters):
+            x, y = sampler.next_batch()
+            total += float(model.loss(Tensor(x), Tensor(y)).item())
+        return total / iters
+    finally:
+        model.set_train(was_training)
+
+
+class _StopFlag:
+    """Turns the first Ctrl-C (SIGINT) into a request to stop after the current iteration.
+    A second Ctrl-C raises KeyboardInterrupt at once. Only the main thread can own signals;
+    elsewhere this does nothing (a KeyboardInterrupt is then handled by the loop's except)."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def _handler(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nCtrl-C: stopping after this iteration and saving a checkpoint "
+              "(press Ctrl-C again to stop immediately)", file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+        return False
+
+
+def _clear_checkpoints(manager):
+    """A fresh (non-resumed) run replaces the checkpoints of an earlier run in the same directory;
+    mixing them would make `latest` and pruning ambiguous."""
+    import shutil
+    old = manager.checkpoints()
+    for _, path in old:
+        shutil.rmtree(path)
+    pointer = os.path.join(manager.directory, "latest")
+    if os.path.exists(pointer):
+        os.remove(pointer)
+    return len(old)
+
+
+# ---------------------------------------------------------------------------------------------
+def train(model_config, train_config: TrainConfig, text=None, callback=None) -> dict:
+    """Train a `Llama(model_config)` with `train_config`; returns the metrics dict (also written to
+    `out_dir/metrics.json`).
+
+    `text`: the corpus (default Tiny Shakespeare). `callback(iteration, loss)`, if given, runs
+    after every iteration; returning True stops training there, as Ctrl-C does (checkpoint saved,
+    final evaluation, metrics and plot written).
+    """
+    from .. import value_and_grad
+    from ..llm.config import LlamaConfig
+    from ..llm.model import Llama
+    from ..nn.clip import clip_by_global_norm
+    from ..dataset import BatchSampler
+
+    if not isinstance(model_config, LlamaConfig):
+        raise OpTypeError("train", "model_config as a LlamaConfig", type(model_config).__name__)
+    if not isinstance(train_config, TrainConfig):
+        raise OpTypeError("train", "train_config as a TrainConfig", type(train_config).__name__)
+    mc, tc = model_config, train_config
+    out_dir = os.fspath(tc.out_dir)
+    os.makedirs(out_dir, exist_ok=True)
+
+    tokenizer, train_ids, val_ids = prepare_data(text)
+    if tokenizer.vocab_size != mc.vocab_size:
+        raise OpValueError("train", f"model vocab_size equal to the corpus vocabulary ({tokenizer.vocab_size} "
+                           "characters)", f"vocab_size={mc.vocab_size}")
+    block = mc.max_seq_len
+    run_config = {"model": mc.to_dict(), "train": tc.schedule_dict(), "tokenizer": tokenizer.to_dict()}
+
+    context.set_seed(tc.seed)
+    model = Llama(mc)
+    model.set_train(True)
+    optimizer, schedule = build_optimizer(model, tc)
+    sampler = BatchSampler(train_ids, tc.batch_size, block, seed=tc.seed)
+    manager = CheckpointManager(out_dir, keep=tc.keep_checkpoints)
+
+    history = {"iter": [], "train_loss": [], "lr": []}
+    evals = {"iter": [], "train_loss": [], "val_loss": []}
+    start, prior_wall, prior_train = 0, 0.0, 0.0
+    if tc.resume:
+        if manager.latest() is None:
+            raise CheckpointError("train --resume", out_dir, "holds no checkpoint to resume from")
+        extra = manager.load("latest", model, optimizer, config=run_config, sampler=sampler)
+        start = extra["step"]
+        history, evals = extra["history"], extra["evals"]
+        prior_wall, prior_train = extra["wall_time_s"], extra["train_time_s"]
+        if optimizer_step(optimizer) != start:
+            raise MinisporeRuntimeError(f"checkpoint at step {start} holds an optimizer at step "
+                                        f"{optimizer_step(optimizer)}")
+    else:
+        cleared = _clear_checkpoints(manager)
+        if cleared:
+            print(f"note: removed {cleared} checkpoint(s) of an earlier run in {out_dir} "
+                  "(use --resume to continue a run)", file=sys.stderr)
+
+    def loss_fn(x, y):
+        return model.loss(x, y)
+
+    grad_fn = value_and_grad(loss_fn, None, optimizer.parameters)
+    tokens_per_iter = tc.batch_size * block
+
+    def save(step):
+        extra = {"history": history, "evals": evals, "wall_time_s": prior_wall + (time.perf_counter() - t0),
+                 "train_time_s": prior_train + train_time}
+        with deferred_interrupt():
+            manager.save(step, model, optimizer, extra, config=run_config, sampler=sampler)
+
+    def evaluate(step, iters):
+        tl = estimate_loss(model, train_ids, tc.batch_size, block, iters, seed=tc.seed + 1)
+        vl = estimate_loss(model, val_ids, tc.batch_size, block, iters, seed=tc.seed + 2)
+        evals["iter"].append(step)
+        evals["train_loss"].append(tl)
+        evals["val_loss"].append(vl)
+        return tl, vl
+
+    tqdm = _tqdm()
+    bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
+               desc="train", file=sys.stderr)
+    t0 = time.perf_counter()
+    train_time = 0.0
+    it = start
+    interrupted = False
+    last_saved = start if tc.resume else None
+    window_t, window_n = time.perf_counter(), 0
+    with _StopFlag() as stop:
+        try:
+            while it < tc.max_iters:
+                t_step = time.perf_counter()
+                lr = set_learning_rate(optimizer, schedule, it)
+                x, y = sampler.next_batch()
+                loss, grads = grad_fn(Tensor(x), Tensor(y))
+                if tc.grad_clip > 0:
+                    grads = clip_by_global_norm(grads, tc.grad_clip)
+                optimizer(grads)
+                loss_value = float(loss.item())
+                it += 1
+                train_time += time.perf_counter() - t_step
+                history["iter"].append(it)
+                history["train_loss"].append(loss_value)
+                history["lr"].append(lr)
+                if not math.isfinite(loss_value):
+                    raise MinisporeRuntimeError(f"training diverged: loss is {loss_value} at iteration {it} "
+                                                "(lower the learning rate or raise grad clipping)")
+                window_n += 1
+                bar.update(1)
+                if window_n >= tc.log_interval or it == tc.max_iters:
+                    now = time.perf_counter()
+                    bar.set_postfix(loss=f"{loss_value:.4f}", refresh=False, lr=f"{lr:.2e}",
+                                    tok_s=f"{window_n * tokens_per_iter / (now - window_t):,.0f}")
+                    window_t, window_n = now, 0
+                if it % tc.eval_interval == 0 and it < tc.max_iters:
+                    tl, vl = evaluate(it, tc.eval_iters)
+                    bar.write(f"iter {it}: train loss {tl:.4f}, val loss {vl:.4f}")
+                    window_t = time.perf_counter()
+                if it % tc.ckpt_interval == 0:
+                    save(it)
+                    last_saved = it
+                    window_t = time.perf_counter()
+                if callback is not None and callback(it, loss_value):
+                    interrupted = True
+                    break
+                if stop.requested:
+                    interrupted = True
+                    break
+        finally:
+            # A KeyboardInterrupt raised here (a second Ctrl-C, or Ctrl-C outside the main thread)
+            # may have struck in the middle of an update: nothing more is saved, the newest
+            # checkpoint on disk is complete (saves are atomic) and `--resume` continues from it.
+            bar.close()
+    if interrupted:
+        if last_saved != it:
+            save(it)
+            last_saved = it
+        print(f"stopped at iteration {it}; checkpoint saved in {out_dir} (continue with --resume)",
+              file=sys.stderr)
+
+    final_tl, final_vl = evaluate(it, tc.final_eval_iters)
+    wall = prior_wall + (time.perf_counter() - t0)
+    total_train = prior_train + train_time
+    if last_saved != it:
+        save(it)
+    tokens = it * tokens_per_iter
+    metrics = {
+        "final_train_loss": final_tl,
+        "final_val_loss": final_vl,
+        "best_val_loss": min(evals["val_loss"]),
+        "iters": it,
+        "tokens": tokens,
+        "wall_time_s": wall,
+        "train_time_s": total_train,
+        "tokens_per_s": tokens / total_train if total_train > 0 else 0.0,
+        "ms_per_iter": 1000.0 * total_train / it if it else 0.0,
+        "interrupted": interrupted,
+        "num_params": model.num_params(),
+        "config": run_config["model"],
+        "train_config": {**dataclasses.asdict(tc), "out_dir": out_dir},
+        "eval_history": evals,
+        "loss_history": history,
+    }
+    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(metrics, f, indent=1)
+    if tc.plot:
+        plot_losses(history, evals, os.path.join(out_dir, "loss.png"))
+    return metrics
+
+
+def _tqdm():
+    from tqdm.auto import tqdm
+    return tqdm
+
+
+def plot_losses(history, evals, path):
+    """Write the loss curves (per-iteration train loss, smoothed; periodic train/val estimates)."""
+    matplotlib = require("matplotlib", "plot", "Plotting the loss curves (loss.png)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    iters = np.asarray(history["iter"])
+    losses = np.asarray(history["train_loss"])
+    if len(losses):
+        ax.plot(iters, losses, color="tab:blue", alpha=0.25, linewidth=0.8, label="train (per batch)")
+        k = max(1, min(50, len(losses) // 10))
+        if k > 1:
+            smooth = np.convolve(losses, np.ones(k) / k, mode="valid")
+            ax.plot(iters[k - 1:], smooth, color="tab:blue", linewidth=1.5, label=f"train ({k}-batch mean)")
+    if evals["iter"]:
+        ax.plot(evals["iter"], evals["train_loss"], "o-", color="tab:green", markersize=3, label="train (eval)")
+        ax.plot(evals["iter"], evals["val_loss"], "o-", color="tab:orange", markersize=3, label="val (eval)")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("cross-entropy loss (nats/char)")
+    ax.set_title("LLaMA on Tiny Shakespeare")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["TrainConfig", "train", "build_optimizer", "estimate_loss", "prepare_data", "plot_losses",
+           "decay_groups"]

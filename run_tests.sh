@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The test command (README, "Run the tests"):
+#   1. create .venv if it is missing (any Python >= 3.10 with venv; set PYTHON=... to pick one),
+#   2. install minispore with its test extras (pytest, hypothesis, nbmake, mkdocs, selenium ...)
+#      and PyTorch 2.13.0 (pinned in the 'torch' extra; used as an oracle by some tests),
+#   3. install Debian's chromium + chromium-driver for the browser test when they are missing and
+#      we are root (otherwise that one test is skipped, and this says so),
+#   4. run the fast suite: tests/ plus every notebook in tutorials/ (executed by nbmake), on 2
+#      workers. Extra arguments go to pytest, e.g. `./run_tests.sh --runslow` or `-k autodiff`.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+        || { echo "minispore needs Python >= 3.10 (found: $("$PYTHON" --version 2>&1))" >&2; exit 1; }
+    echo "== creating .venv with $("$PYTHON" --version 2>&1)"
+    "$PYTHON" -m venv .venv
+fi
+
+echo "== installing minispore[test,torch] into .venv"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+
+if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "== installing Debian's chromium and chromium-driver (for the browser test)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+else
+    echo "== NOTE: chromium/chromedriver are not installed and this is not root with apt-get:" \
+         "the browser test will be skipped (install the Debian packages chromium and chromium-driver)"
+fi
+
+echo "== running pytest"
+exec .venv/bin/python -m pytest -n 2 --nbmake tests tutorials "$@"
