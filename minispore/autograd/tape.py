@@ -168,8 +168,16 @@ def backward(outputs, douts, target_nodes):
         for x, v in zip(inputs, node.versions):
             if isinstance(x, Tensor) and x._version != v:
                 _check_versions(node)           # raises with the full message
-        attrs = node.attrs
-        in_grads = prim.bprop(inputs, outs, dout, **attrs) if attrs else prim.bprop(inputs, outs, dout)
+        # Tell the backward rule which inputs are tracked: the gradient of an untracked input
+        # (a constant table, a mask, the data) would be discarded below, so rules may skip it.
+        needs = tuple([isinstance(x, Tensor) and x._node is not None for x in inputs])
+        saved_needs = grad_state.needs_input_grad
+        grad_state.needs_input_grad = (inputs, needs)
+        try:
+            attrs = node.attrs
+            in_grads = prim.bprop(inputs, outs, dout, **attrs) if attrs else prim.bprop(inputs, outs, dout)
+        finally:
+            grad_state.needs_input_grad = saved_needs
         for x, g in zip(inputs, in_grads):
             if g is not None and isinstance(x, Tensor) and x._node is not None:
                 k = id(x)

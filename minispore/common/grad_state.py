@@ -11,3 +11,17 @@ higher-order gradients work.
 """
 depth = 0
 record = None          # set by minispore.autograd.tape: record(prim, inputs, attrs, outputs)
+
+# While the PyNative tape runs a backward rule: `(inputs, needs)`, the node's inputs tuple and one
+# bool per input, False where the input is untracked (a constant such as a RoPE table, a mask, a
+# data batch), so its gradient would be thrown away. Backward rules may skip that work
+# (`wants_grad(inputs, i)`) and return None for it. None (the default) means "compute every
+# gradient": graph-mode autodiff and direct calls of a rule never set it, and a rule called on any
+# other inputs tuple (one rule reusing another) is told to compute everything.
+needs_input_grad = None
+
+
+def wants_grad(inputs, i: int) -> bool:
+    """For use inside a backward rule called with `inputs`: is input i's gradient used?"""
+    n = needs_input_grad
+    return n is None or n[0] is not inputs or n[1][i]

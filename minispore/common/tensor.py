@@ -25,6 +25,8 @@ def _to_array(data, dtype):
         arr = data._data
     elif isinstance(data, np.ndarray):
         arr = data
+    elif isinstance(data, np.generic):         # NumPy scalars keep their dtype (np.float64 -> Float64)
+        arr = np.asarray(data)
     elif isinstance(data, (bool, np.bool_)):
         arr = np.asarray(data, dtype=np.bool_)
     elif isinstance(data, numbers.Integral):

@@ -38,13 +38,15 @@ def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng: 
     return int(rng.choice(probs.shape[-1], p=probs))
 
 
-def _check_args(max_new_tokens, temperature, top_k):
+def _check_args(max_new_tokens, temperature, top_k, seed):
     if not isinstance(max_new_tokens, numbers.Integral) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
         raise OpValueError("generate", "max_new_tokens as a non-negative int", repr(max_new_tokens))
     if not isinstance(temperature, numbers.Real) or isinstance(temperature, bool) or temperature < 0:
         raise OpValueError("generate", "temperature >= 0 (0 = greedy)", repr(temperature))
     if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1):
         raise OpValueError("generate", "top_k as a positive int or None", repr(top_k))
+    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
+        raise OpValueError("generate", "seed as a non-negative int or None", repr(seed))
 
 
 def generate(model, prompt_ids, max_new_tokens=200, temperature=0.8, top_k=50, seed=None, use_cache=True):
@@ -52,7 +54,7 @@ def generate(model, prompt_ids, max_new_tokens=200, temperature=0.8, top_k=50, s
 
     Returns the list of new ids (the prompt is not repeated).
     """
-    _check_args(max_new_tokens, temperature, top_k)
+    _check_args(max_new_tokens, temperature, top_k, seed)
     ids = [int(i) for i in np.asarray(prompt_ids).reshape(-1)]
     if not ids:
         raise OpValueError("generate", "a non-empty prompt", "no tokens")
@@ -94,6 +96,11 @@ def generate_text(model, tokenizer, prompt: str, max_new_tokens=200, temperature
         raise OpTypeError("generate", "the prompt as a str", type(prompt).__name__)
     if not prompt:
         raise OpValueError("generate", "a non-empty prompt", "''")
+    vocab = set(tokenizer.chars)
+    unknown = sorted({c for c in prompt if c not in vocab})
+    if unknown:
+        raise OpValueError("generate", f"a prompt made of the {len(vocab)} characters the model was trained on",
+                           f"{''.join(unknown)!r}, which the training text never contains")
     ids = tokenizer.encode(prompt)
     new = generate(model, ids, max_new_tokens, temperature, top_k, seed, use_cache)
     return prompt + tokenizer.decode(new)

@@ -5,16 +5,20 @@ import numbers
 
 from ..common import dtype as mstype
 from ..common.errors import OpIndexError, OpTypeError, OpValueError
+from ..common.tensor import Tensor
 from .primitive import AbstractTensor
+
+TENSOR_TYPES = (Tensor, AbstractTensor)
 
 
 def is_tensor(x) -> bool:
-    """True for Tensors and AbstractTensors (anything with shape and dtype that inference reads)."""
-    return hasattr(x, "dtype") and hasattr(x, "shape") and not isinstance(x, (numbers.Number,))
+    """True for Tensors and AbstractTensors (what inference rules read). NumPy arrays are not
+    tensors: they must be wrapped in `Tensor` first."""
+    return isinstance(x, TENSOR_TYPES)
 
 
 def tensor(op: str, arg: str, x):
-    if not is_tensor(x) or isinstance(x, type):
+    if not isinstance(x, TENSOR_TYPES):
         raise OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
     return x
 

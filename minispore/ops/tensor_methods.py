@@ -64,11 +64,25 @@ def _T(self):
 
 
 def _max(self, axis=None, keepdims=False, *, initial=None, where=None, return_indices=False):
-    return F.amax(self, axis, keepdims) if axis is not None or not return_indices else F.max(self, axis, keepdims)
+    """`Tensor.max` returns values only (MindSpore); `return_indices=True` gives (values, indices)."""
+    if return_indices:
+        return F.max(self, axis, keepdims, initial=initial, where=where)
+    return F.amax(self, axis, keepdims, initial=initial, where=where)
 
 
 def _min(self, axis=None, keepdims=False, *, initial=None, where=None, return_indices=False):
-    return F.amin(self, axis, keepdims)
+    if return_indices:
+        return F.min(self, axis, keepdims, initial=initial, where=where)
+    return F.amin(self, axis, keepdims, initial=initial, where=where)
+
+
+def _argmax(self, axis=None, keepdims=False):
+    return F.argmax(self, axis, keepdims)          # Tensor.argmax spells it axis/keepdims
+
+
+def _cumsum(self, axis=None, dtype=None):
+    x = F.reshape(self, (-1,)) if axis is None else self   # axis=None flattens, as in MindSpore
+    return F.cumsum(x, 0 if axis is None else axis, dtype=dtype)
 
 
 def attach():
@@ -90,6 +104,10 @@ def attach():
     Tensor.long = lambda self: F.cast(self, "int64")
     Tensor.bool = lambda self: F.cast(self, "bool_")
     Tensor.half = lambda self: F.cast(self, "float16")
+    if hasattr(F, "argmax"):
+        Tensor.argmax = _argmax
+    if hasattr(F, "cumsum"):
+        Tensor.cumsum = _cumsum
     if hasattr(F, "amax"):
         Tensor.max = _max
         Tensor.min = _min

@@ -55,7 +55,8 @@ def _as_array(op: str, name: str, value) -> np.ndarray:
     if arr.dtype not in safetensors_codec.DTYPE_TO_CODE:
         raise OpTypeError(op, f"'{name}' to have a minispore dtype "
                           f"({', '.join(str(d) for d in mstype.ALL_DTYPES)})", f"numpy dtype {arr.dtype}")
-    return np.ascontiguousarray(arr)
+    # (not np.ascontiguousarray: it turns a 0-d array into shape (1,))
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _check_name(op: str, name) -> str:

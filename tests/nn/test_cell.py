@@ -210,3 +210,30 @@ def test_custom_bprop_not_used_without_gradient_and_wrong_arity():
     np.testing.assert_allclose(Bad()(x).asnumpy(), [2, 2])
     with pytest.raises(OpValueError, match="Bad.bprop"):
         ms.grad(lambda a: Bad()(a).sum())(x)
+
+
+def test_celllist_list_operations_and_varargs_sequential():
+    lst = nn.CellList([nn.Dense(2, 2), nn.ReLU()])
+    lst.insert(1, nn.Tanh())
+    assert [type(c).__name__ for c in lst] == ["Dense", "Tanh", "ReLU"]
+    assert list(lst._cells) == ["0", "1", "2"]
+    del lst[0]
+    assert [type(c).__name__ for c in lst] == ["Tanh", "ReLU"] and list(lst._cells) == ["0", "1"]
+    lst[1] = nn.Sigmoid()
+    lst += [nn.Dense(2, 3)]
+    assert [type(c).__name__ for c in lst] == ["Tanh", "Sigmoid", "Dense"]
+    assert lst[2].weight.name == "2.weight"
+    with pytest.raises(IndexError, match="CellList"):
+        lst[5]
+    with pytest.raises(OpTypeError, match="CellList.append"):
+        lst.append(3)
+    seq = nn.SequentialCell(nn.Dense(2, 3), nn.ReLU())
+    assert len(seq) == 2 and seq(ms.Tensor(np.ones((1, 2), np.float32))).shape == (1, 3)
+
+
+def test_conv_and_dense_default_bias_bounds():
+    ms.set_seed(0)
+    c = nn.Conv2d(4, 64, 3, has_bias=True)
+    bound = 1 / np.sqrt(4 * 9)
+    b = c.bias.asnumpy()
+    assert np.abs(b).max() <= bound and np.abs(b).max() > 0.7 * bound

@@ -197,4 +197,5 @@ def test_topk_and_sort_indices_match_pytorch_stable_order():
     x = np.array([[3.0, 1.0, 3.0, 2.0, 1.0], [0.0, 0.0, 5.0, 5.0, -1.0]])
     for desc in (False, True):
         _, i = ops.sort(_t(x), 1, desc)
-        np.testing.assert_array_equal(i.asnumpy(), torch.sort(torch.tensor(x), dim=1, descending=desc, stable=True)[1].numpy())
+        want = torch.sort(torch.tensor(x), dim=1, descending=desc, stable=True)[1].numpy()
+        np.testing.assert_array_equal(i.asnumpy(), want)

@@ -129,8 +129,8 @@ def test_sum_gradient_is_broadcast_cotangent(case):
     out_shape = np.sum(a, axis=axis, keepdims=keep).shape
     w = np.arange(1.0, 1.0 + np.prod(out_shape, dtype=int)).reshape(out_shape)
     g = ops.grad(lambda t: (ops.sum(t, axis, keep) * Tensor(w)).sum())(Tensor(a)).asnumpy()
-    want = np.broadcast_to(np.expand_dims(w, axis) if (axis is not None and not keep) else w, a.shape) \
-        if axis is not None else np.broadcast_to(w, a.shape)
+    kept_shape = np.sum(a, axis=axis, keepdims=True).shape      # the reduced axes as size-1 dims
+    want = np.broadcast_to(w.reshape(kept_shape), a.shape)
     np.testing.assert_array_equal(g, want)
 
 

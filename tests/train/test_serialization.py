@@ -78,7 +78,7 @@ def test_round_trip_every_dtype_and_shape_bit_exact(tmp_path, fmt):
     for name, arr in arrays.items():
         p = loaded[name]
         assert isinstance(p, ms.Parameter) and p.name == name
-        assert _same_bits(p.asnumpy(), np.ascontiguousarray(arr)), name
+        assert _same_bits(p.asnumpy(), arr), name                 # dtype, exact shape (0-d too), bytes
         assert p.asnumpy().flags.writeable
 
 
@@ -361,7 +361,7 @@ HOSTILE = {
                                               "data_offsets": [0, 8]}}, b"\0" * 8), "not a valid safetensors"),
     "metadata not strings": (_safetensors_bytes({"__metadata__": {"format": 1}}, b""), "safetensors"),
     "header is a list": (_safetensors_bytes([1, 2, 3], b""), "not a valid safetensors"),
-    "deeply nested json": (b"\x80\x00\x00\x00\x00\x00\x00\x00" + b"[" * 64 + b"]" * 64, "not a valid safetensors"),
+    "header is a nested list": (b"\x80\x00\x00\x00\x00\x00\x00\x00" + b"[" * 64 + b"]" * 64, "not a valid safetensors"),
 }
 
 
@@ -459,7 +459,7 @@ def test_fuzz_flipped_and_truncated_safetensors_give_error_or_the_exact_values(t
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for pos in positions:
-            for xor in (0x01, 0x20, int(rng.integers(1, 256))):
+            for xor in (0x01, int(rng.integers(2, 256))):
                 data = bytearray(raw)
                 data[pos] ^= xor
                 _write_raw(tmp_path, bytes(data), name="fuzz.safetensors")

@@ -260,7 +260,7 @@ class Optimizer(Cell):
 
     # -- learning rate ----------------------------------------------------------------------------
     @property
-    def step(self) -> int:
+    def current_step(self) -> int:
         """Updates applied so far (the value of `global_step`)."""
         return int(self.global_step._data[0])
 
@@ -282,7 +282,7 @@ class Optimizer(Cell):
         """The learning rate for the next update: a float32 Tensor, or a tuple of them (one per
         parameter) when groups have their own lr. (Unlike MindSpore's `get_lr`, reading it does
         not advance `global_step`; the update does.)"""
-        vals = self._lr_values(self.step)
+        vals = self._lr_values(self.current_step)
         if self._lr_holders is None:
             return Tensor(np.float32(vals[0]))
         return tuple(Tensor(np.float32(v)) for v in vals)
@@ -324,7 +324,7 @@ class Optimizer(Cell):
 
     def construct(self, gradients):
         grads = self._check_grads(gradients)
-        step = self.step
+        step = self.current_step
         lrs = self._lr_values(step)
         self._update(grads, lrs, step + 1)
         self.global_step._data[0] = step + 1
@@ -336,7 +336,7 @@ class Optimizer(Cell):
         raise NotImplementedError
 
     def extend_repr(self):
-        return f"parameters={len(self._params_seq)}, step={self.step}"
+        return f"parameters={len(self._params_seq)}, step={self.current_step}"
 
 
 # -- helpers shared by the rules ---------------------------------------------------------------------

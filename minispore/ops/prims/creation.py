@@ -46,8 +46,13 @@ def _size_arg(op, size):
     return shape
 
 
-def _dtype_arg(dtype, default):
-    return default if dtype is None else mstype.as_dtype(dtype)
+def _dtype_arg(op, dtype, default):
+    if dtype is None:
+        return default
+    try:
+        return mstype.as_dtype(dtype)
+    except TypeError:
+        raise C.OpTypeError(op, "'dtype' as a minispore dtype such as ms.float32", repr(dtype)) from None
 
 
 def _number(op, arg, v):
@@ -79,12 +84,12 @@ _full = defprim("full", _filled_infer("full"),
 
 def zeros(size, dtype=None):
     """`ops.zeros(size, dtype=None)`: zeros of shape `size` (Float32 by default)."""
-    return _zeros(shape=_size_arg("zeros", size), dtype=_dtype_arg(dtype, mstype.float32))
+    return _zeros(shape=_size_arg("zeros", size), dtype=_dtype_arg("zeros", dtype, mstype.float32))
 
 
 def ones(shape, dtype=None):
     """`ops.ones(shape, dtype=None)`: ones of `shape` (Float32 by default)."""
-    return _ones(shape=_size_arg("ones", shape), dtype=_dtype_arg(dtype, mstype.float32))
+    return _ones(shape=_size_arg("ones", shape), dtype=_dtype_arg("ones", dtype, mstype.float32))
 
 
 def full(size, fill_value, *, dtype=None):
@@ -92,7 +97,7 @@ def full(size, fill_value, *, dtype=None):
     (bool -> Bool, int -> Int64, float -> Float32, a Tensor -> its dtype)."""
     default = fill_value.dtype if isinstance(fill_value, Tensor) else None
     value = _number("full", "fill_value", fill_value)
-    dt = _dtype_arg(dtype, default or mstype.scalar_dtype(value))
+    dt = _dtype_arg("full", dtype, default or mstype.scalar_dtype(value))
     return _full(shape=_size_arg("full", size), dtype=dt, fill_value=value)
 
 
@@ -110,7 +115,7 @@ _full_like = defprim("full_like", _full_like_infer,
 def full_like(input, fill_value, *, dtype=None):
     """`ops.full_like(input, fill_value, *, dtype=None)`: input's shape and (by default) dtype."""
     value = _number("full_like", "fill_value", fill_value)
-    return _full_like(input, fill_value=value, dtype=None if dtype is None else mstype.as_dtype(dtype))
+    return _full_like(input, fill_value=value, dtype=_dtype_arg("full_like", dtype, None))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -150,7 +155,7 @@ def arange(start=0, end=None, step=1, *, dtype=None):
     step = _number("arange", "step", step)
     if dtype is None:
         dtype = mstype.float32 if any(isinstance(v, float) for v in (start, end, step)) else mstype.int64
-    return _arange(start=start, end=end, step=step, dtype=mstype.as_dtype(dtype))
+    return _arange(start=start, end=end, step=step, dtype=_dtype_arg("arange", dtype, None))
 
 
 def _linspace_infer(start, end, steps):
@@ -182,4 +187,4 @@ _eye = defprim("eye", _eye_infer, lambda n, m, dtype: np.eye(n, m, dtype=dtype.n
 
 def eye(n, m=None, dtype=None):
     """`ops.eye(n, m=None, dtype=None)`: an n x m matrix with ones on the diagonal (Float32)."""
-    return _eye(n=n, m=n if m is None else m, dtype=_dtype_arg(dtype, mstype.float32))
+    return _eye(n=n, m=n if m is None else m, dtype=_dtype_arg("eye", dtype, mstype.float32))

@@ -25,16 +25,20 @@ from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 
-_OP_STREAMS: dict = {}          # (global seed, op seed) -> Generator, so repeated calls advance
+# op seed -> (the global generator it was started under, its own generator). Repeated calls with one
+# op seed advance its stream; `ms.set_seed` installs a new global generator, which restarts them all.
+_OP_STREAMS: dict = {}
 
 
 def _generator(seed):
+    global_rng = context.rng()
     if seed is None:
-        return context.rng()
-    key = (context.get_seed(), seed)
-    gen = _OP_STREAMS.get(key)
-    if gen is None:
-        gen = _OP_STREAMS[key] = np.random.default_rng([seed] if key[0] is None else [key[0], seed])
+        return global_rng
+    owner, gen = _OP_STREAMS.get(seed, (None, None))
+    if owner is not global_rng:
+        g = context.get_seed()
+        gen = np.random.default_rng([seed] if g is None else [g, seed])
+        _OP_STREAMS[seed] = (global_rng, gen)
     return gen
 
 

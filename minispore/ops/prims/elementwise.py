@@ -10,6 +10,7 @@ import numpy as np
 import scipy.special
 
 from ...common import dtype as mstype
+from ...common.grad_state import wants_grad
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
@@ -114,28 +115,37 @@ def _grad_for(x, g):
     return sum_to(g, x.shape)
 
 
+def _wanted(inputs, i):
+    """Should a backward rule compute input i's gradient? Not for Python scalars, and not for a
+    tensor the tape will discard (an untracked constant: a RoPE table, a mask, the data), which
+    saves e.g. a full multiply plus a reduction per `x * table` (see grad_state.wants_grad)."""
+    return isinstance(inputs[i], Tensor) and wants_grad(inputs, i)
+
+
 # ------------------------------------------------------------------------------------------------
 # binary arithmetic
 def _add_bprop(inputs, out, dout):
     x, y = inputs
-    return _grad_for(x, dout), _grad_for(y, dout)
+    return (_grad_for(x, dout) if _wanted(inputs, 0) else None,
+            _grad_for(y, dout) if _wanted(inputs, 1) else None)
 
 
 def _sub_bprop(inputs, out, dout):
     x, y = inputs
-    return _grad_for(x, dout), (_grad_for(y, neg(dout)) if isinstance(y, Tensor) else None)
+    return (_grad_for(x, dout) if _wanted(inputs, 0) else None,
+            _grad_for(y, neg(dout)) if _wanted(inputs, 1) else None)
 
 
 def _mul_bprop(inputs, out, dout):
     x, y = inputs
-    return (_grad_for(x, mul(dout, y)) if isinstance(x, Tensor) else None,
-            _grad_for(y, mul(dout, x)) if isinstance(y, Tensor) else None)
+    return (_grad_for(x, mul(dout, y)) if _wanted(inputs, 0) else None,
+            _grad_for(y, mul(dout, x)) if _wanted(inputs, 1) else None)
 
 
 def _div_bprop(inputs, out, dout):
     x, y = inputs
-    gx = _grad_for(x, div(dout, y)) if isinstance(x, Tensor) else None
-    gy = _grad_for(y, neg(mul(dout, div(out, y)))) if isinstance(y, Tensor) else None
+    gx = _grad_for(x, div(dout, y)) if _wanted(inputs, 0) else None
+    gy = _grad_for(y, neg(mul(dout, div(out, y)))) if _wanted(inputs, 1) else None
     return gx, gy
 
 
@@ -154,10 +164,10 @@ def _pow_kernel(a, b):
 def _pow_bprop(inputs, out, dout):
     x, y = inputs
     gx = gy = None
-    if isinstance(x, Tensor):
+    if _wanted(inputs, 0):
         ym1 = sub(y, 1) if isinstance(y, Tensor) else y - 1
         gx = _grad_for(x, mul(dout, mul(y, pow(x, ym1))))
-    if isinstance(y, Tensor):
+    if _wanted(inputs, 1):
         safe_log = log(where(greater(x, 0), x, ones_like(x))) if isinstance(x, Tensor) else float(np.log(x))
         gy = _grad_for(y, mul(dout, mul(out, safe_log)))
     return gx, gy
@@ -168,8 +178,8 @@ def _maxmin_bprop(pick_x):
         x, y = inputs
         mask = pick_x(x, y)
         zero = zeros_like(dout)
-        return (_grad_for(x, where(mask, dout, zero)) if isinstance(x, Tensor) else None,
-                _grad_for(y, where(mask, zero, dout)) if isinstance(y, Tensor) else None)
+        return (_grad_for(x, where(mask, dout, zero)) if _wanted(inputs, 0) else None,
+                _grad_for(y, where(mask, zero, dout)) if _wanted(inputs, 1) else None)
     return bprop
 
 
@@ -425,8 +435,8 @@ def _where_bprop(inputs, out, dout):
     c, x, y = inputs
     zero = zeros_like(dout)
     return (None,
-            _grad_for(x, where(c, dout, zero)) if isinstance(x, Tensor) else None,
-            _grad_for(y, where(c, zero, dout)) if isinstance(y, Tensor) else None)
+            _grad_for(x, where(c, dout, zero)) if _wanted(inputs, 1) else None,
+            _grad_for(y, where(c, zero, dout)) if _wanted(inputs, 2) else None)
 
 
 _where = defprim("where", _where_infer, np.where, _where_bprop, doc="condition ? x : y")

@@ -57,8 +57,15 @@ def _shape_arg(op, shape):
     return shape
 
 
+def _as_dtype(op, dtype):
+    try:
+        return mstype.as_dtype(dtype)
+    except TypeError:
+        raise C.OpTypeError(op, "'dtype' as a minispore dtype such as ms.float32", repr(dtype)) from None
+
+
 def _float_dtype(op, dtype, default=mstype.float32):
-    d = default if dtype is None else mstype.as_dtype(dtype)
+    d = default if dtype is None else _as_dtype(op, dtype)
     if not d.is_floating:
         raise C.OpTypeError(op, "a floating 'dtype'", str(d))
     return d
@@ -106,7 +113,7 @@ _uniform = defprim("uniform", _uniform_infer, _uniform_kernel, doc="uniform samp
 def uniform(shape, minval, maxval, seed=None, dtype=mstype.float32):
     """`ops.uniform(shape, minval, maxval, seed=None, dtype=mstype.float32)`: samples in
     [minval, maxval) (numbers or Tensors, broadcast against `shape`); integers for an int dtype."""
-    dtype = mstype.as_dtype(dtype)
+    dtype = _as_dtype("uniform", dtype)
     if dtype.kind not in ("float", "int"):
         raise C.OpTypeError("uniform", "a float or int 'dtype'", str(dtype))
     return _uniform(minval, maxval, shape=_shape_arg("uniform", shape), dtype=dtype,
@@ -186,7 +193,7 @@ def randint(low, high, size, seed=None, *, dtype=None):
             raise C.OpTypeError("randint", f"'{name}' to be an int", f"{type(v).__name__} {v!r}")
     if low >= high:
         raise C.OpValueError("randint", "low < high", f"low={low}, high={high}")
-    d = mstype.int64 if dtype is None else mstype.as_dtype(dtype)
+    d = mstype.int64 if dtype is None else _as_dtype("randint", dtype)
     if d.kind not in ("int", "uint"):
         raise C.OpTypeError("randint", "an integer 'dtype'", str(d))
     return _uniform(int(low), int(high), shape=_shape_arg("randint", size), dtype=d,

@@ -42,7 +42,7 @@ def expand_reduced(g, x_shape, axis, keep_dims):
 
 
 def _sum_kernel(a, axis=(), keep_dims=False):
-    axes = tuple(range(a.ndim)) if axis is None or axis == () else axis
+    axes = tuple(range(a.ndim)) if axis is None or axis == () or a.ndim == 0 else axis
     out_dtype = np.int64 if a.dtype.kind in "biu" else None
     return np.sum(a, axis=axes, keepdims=keep_dims, dtype=out_dtype)
 
@@ -54,7 +54,7 @@ def _sum_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 
 def _mean_kernel(a, axis=(), keep_dims=False):
-    axes = tuple(range(a.ndim)) if axis is None or axis == () else axis
+    axes = tuple(range(a.ndim)) if axis is None or axis == () or a.ndim == 0 else axis
     return np.mean(a, axis=axes, keepdims=keep_dims, dtype=np.float32 if a.dtype.kind in "biu" else None)
 
 

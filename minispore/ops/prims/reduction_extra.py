@@ -5,12 +5,13 @@ MindSpore's functional names and argument order (which are not uniform — `ops.
 keepdim)` but `ops.argmin(input, axis, keepdims)`, `ops.logsumexp(input, axis, keep_dims)`); each
 docstring gives the exact signature.
 
-Gradient conventions (those of MindSpore):
+Gradient conventions:
 
-* `amax`/`amin` split the gradient evenly between tied extreme elements;
-* `max`/`min` (which also return indices) send it only to the returned index;
+* `amax`/`amin` split the gradient evenly between tied extreme elements (MindSpore's ReduceMax rule);
+* `max`/`min` (which also return indices) send it only to the returned index (ArgMaxWithValue's);
 * `prod` is exact even when the input contains zeros (products of the other elements are built
-  from exclusive cumulative products, never by dividing by x).
+  from exclusive cumulative products, never by dividing by x); `cumprod`'s rule does divide by x,
+  so it is exact only for non-zero inputs.
 """
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ ARG_INDEX_DTYPE = mstype.int64             # ops.argmax/argmin (MindSpore: Int64
 
 # ------------------------------------------------------------------------------------------------
 # shared argument handling
-def _bool_arg(op, arg, v):
+def bool_arg(op, arg, v):
+    """A Python bool attribute (MindSpore raises TypeError for anything else)."""
     if not isinstance(v, (bool, np.bool_)):
         raise C.OpTypeError(op, f"'{arg}' to be a bool", f"{type(v).__name__} {v!r}")
     return bool(v)
@@ -131,13 +133,13 @@ def amax(input, axis=None, keepdims=False, *, initial=None, where=None):
     `initial` is a lower bound on the result (needed for empty reductions); `where` (bool,
     broadcastable) excludes positions, which then count as `initial`. Tied maxima share the gradient."""
     x = _masked_input("amax", input, initial, where)
-    return _amax(x, axis=_axis_attr(axis), keep_dims=_bool_arg("amax", "keepdims", keepdims), initial=initial)
+    return _amax(x, axis=_axis_attr(axis), keep_dims=bool_arg("amax", "keepdims", keepdims), initial=initial)
 
 
 def amin(input, axis=None, keepdims=False, *, initial=None, where=None):
     """`ops.amin(input, axis=None, keepdims=False, *, initial=None, where=None)`: minimum over axes."""
     x = _masked_input("amin", input, initial, where)
-    return _amin(x, axis=_axis_attr(axis), keep_dims=_bool_arg("amin", "keepdims", keepdims), initial=initial)
+    return _amin(x, axis=_axis_attr(axis), keep_dims=bool_arg("amin", "keepdims", keepdims), initial=initial)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ _min_with_value = defprim("argmin_with_value", _with_value_infer("min"), _with_v
 
 def _with_value(op, prim, input, axis, keepdims, initial, where_mask):
     C.tensor(op, "input", input)
-    keepdims = _bool_arg(op, "keepdims", keepdims)
+    keepdims = bool_arg(op, "keepdims", keepdims)
     x = _masked_input(op, input, initial, where_mask)
     if initial is not None:
         x = (maximum if op == "max" else minimum)(x, initial)
@@ -244,14 +246,14 @@ def argmax(input, dim=None, keepdim=False):
     """`ops.argmax(input, dim=None, keepdim=False)`: Int64 index of the first maximum.
 
     dim=None: the index into the flattened input (keepdim is ignored)."""
-    return _argmax(input, axis=dim, keep_dims=_bool_arg("argmax", "keepdim", keepdim))
+    return _argmax(input, axis=dim, keep_dims=bool_arg("argmax", "keepdim", keepdim))
 
 
 def argmin(input, axis=None, keepdims=False):
     """`ops.argmin(input, axis=None, keepdims=False)`: Int64 index of the first minimum.
 
     (MindSpore 2.3 spells this one `axis`/`keepdims`, unlike argmax's `dim`/`keepdim`.)"""
-    return _argmin(input, axis=axis, keep_dims=_bool_arg("argmin", "keepdims", keepdims))
+    return _argmin(input, axis=axis, keep_dims=bool_arg("argmin", "keepdims", keepdims))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -304,14 +306,14 @@ _cumprod = defprim("cumprod", _cum_infer("cumprod"), _cum_kernel(np.cumprod, 1),
 def cumsum_op(x, axis, exclusive=False, reverse=False):
     """The CumSum primitive with MindSpore's `exclusive` (drop the current element) and `reverse`
     (accumulate from the end) attributes."""
-    return _cumsum(x, axis=axis, exclusive=_bool_arg("cumsum", "exclusive", exclusive),
-                   reverse=_bool_arg("cumsum", "reverse", reverse))
+    return _cumsum(x, axis=axis, exclusive=bool_arg("cumsum", "exclusive", exclusive),
+                   reverse=bool_arg("cumsum", "reverse", reverse))
 
 
 def cumprod_op(x, axis, exclusive=False, reverse=False):
     """The CumProd primitive (see cumsum_op for the attributes)."""
-    return _cumprod(x, axis=axis, exclusive=_bool_arg("cumprod", "exclusive", exclusive),
-                    reverse=_bool_arg("cumprod", "reverse", reverse))
+    return _cumprod(x, axis=axis, exclusive=bool_arg("cumprod", "exclusive", exclusive),
+                    reverse=bool_arg("cumprod", "reverse", reverse))
 
 
 def cumsum(x, axis, dtype=None):
@@ -371,7 +373,7 @@ def prod(input, axis=None, keep_dims=False):
     """`ops.prod(input, axis=None, keep_dims=False)`: product over `axis` (None = all).
 
     The gradient is exact when the input contains zeros."""
-    return _prod(input, axis=_axis_attr(axis), keep_dims=_bool_arg("prod", "keep_dims", keep_dims))
+    return _prod(input, axis=_axis_attr(axis), keep_dims=bool_arg("prod", "keep_dims", keep_dims))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -435,13 +437,13 @@ def var(input, axis=None, ddof=0, keepdims=False):
     """`ops.var(input, axis=None, ddof=0, keepdims=False)`: mean of squared deviations, divided by
     N - ddof instead of N (`ddof=True` means 1). Integer inputs give Float32."""
     return _var(input, axis=_axis_attr(axis), ddof=_ddof_arg("var", ddof),
-                keep_dims=_bool_arg("var", "keepdims", keepdims))
+                keep_dims=bool_arg("var", "keepdims", keepdims))
 
 
 def std(input, axis=None, ddof=0, keepdims=False):
     """`ops.std(input, axis=None, ddof=0, keepdims=False)`: sqrt of `ops.var`."""
     return _std(input, axis=_axis_attr(axis), ddof=_ddof_arg("std", ddof),
-                keep_dims=_bool_arg("std", "keepdims", keepdims))
+                keep_dims=bool_arg("std", "keepdims", keepdims))
 
 
 def var_mean(input, axis=None, ddof=0, keepdims=False):
@@ -496,7 +498,7 @@ _logsumexp = defprim("logsumexp", _logsumexp_infer, _logsumexp_kernel, _logsumex
 def logsumexp(input, axis, keep_dims=False):
     """`ops.logsumexp(input, axis, keep_dims=False)`: log(sum(exp(input))) over `axis`, computed as
     max + log(sum(exp(input - max))) so large inputs do not overflow."""
-    return _logsumexp(input, axis=_axis_attr(axis), keep_dims=_bool_arg("logsumexp", "keep_dims", keep_dims))
+    return _logsumexp(input, axis=_axis_attr(axis), keep_dims=bool_arg("logsumexp", "keep_dims", keep_dims))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -521,12 +523,12 @@ _any = defprim("reduce_any", _logic_infer("any"), _logic_kernel(np.any), None, d
 
 def all(input, axis=None, keep_dims=False):
     """`ops.all(input, axis=None, keep_dims=False)`: True where every element (non-zero) is True."""
-    return _all(input, axis=_axis_attr(axis), keep_dims=_bool_arg("all", "keep_dims", keep_dims))
+    return _all(input, axis=_axis_attr(axis), keep_dims=bool_arg("all", "keep_dims", keep_dims))
 
 
 def any(input, axis=None, keep_dims=False):
     """`ops.any(input, axis=None, keep_dims=False)`: True where some element is True (non-zero)."""
-    return _any(input, axis=_axis_attr(axis), keep_dims=_bool_arg("any", "keep_dims", keep_dims))
+    return _any(input, axis=_axis_attr(axis), keep_dims=bool_arg("any", "keep_dims", keep_dims))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -591,7 +593,7 @@ def vector_norm(x, ord=2, axis=None, keepdims=False, *, dtype=None):
     if dtype is not None:
         x = cast(C.tensor("norm", "input", x), dtype)
     return _vector_norm(x, ord=_ord_arg("norm", ord), axis=_axis_attr(axis),
-                        keep_dims=_bool_arg("norm", "keepdims", keepdims))
+                        keep_dims=bool_arg("norm", "keepdims", keepdims))
 
 
 _MATRIX_ORDS = ("fro", math.inf, -math.inf, 1, -1)
@@ -617,7 +619,7 @@ def matrix_norm(A, ord="fro", axis=(-2, -1), keepdims=False, *, dtype=None):
                              "need an SVD, which minispore does not have yet)", repr(ord))
     if isinstance(ord, bool) or ord not in _MATRIX_ORDS:
         raise C.OpValueError("norm", "a matrix 'ord' in ('fro', 'nuc', inf, -inf, 1, -1, 2, -2)", repr(ord))
-    keepdims = _bool_arg("norm", "keepdims", keepdims)
+    keepdims = bool_arg("norm", "keepdims", keepdims)
     if ord == "fro":
         return _vector_norm(A, ord=2.0, axis=(r, c), keep_dims=keepdims)
     # inf: max over rows of the absolute row sums (sum over columns); 1: the transpose

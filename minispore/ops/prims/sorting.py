@@ -23,6 +23,7 @@ from ...common import dtype as mstype
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
+from .reduction_extra import bool_arg
 
 INDEX_DTYPE = mstype.int32       # MindSpore's Sort / TopK return Int32 indices
 
@@ -145,22 +146,16 @@ def _sort_bprop(inputs, out, dout, axis=-1, descending=False):
 _sort = defprim("sort", _sort_infer, _sort_kernel, _sort_bprop, doc="(sorted values, Int32 source indices)")
 
 
-def _bool_arg(op, arg, v):
-    if not isinstance(v, (bool, np.bool_)):
-        raise C.OpTypeError(op, f"'{arg}' to be a bool", f"{type(v).__name__} {v!r}")
-    return bool(v)
-
-
 def sort(input_x, axis=-1, descending=False):
     """`ops.sort(input_x, axis=-1, descending=False)` -> (values, indices), indices Int32.
 
     Stable in both directions; the gradient of the values goes back to the source positions."""
-    return _sort(input_x, axis=axis, descending=_bool_arg("sort", "descending", descending))
+    return _sort(input_x, axis=axis, descending=bool_arg("sort", "descending", descending))
 
 
 def argsort(input, axis=-1, descending=False):
     """`ops.argsort(input, axis=-1, descending=False)`: the Int32 indices that sort `input`."""
-    return _sort(input, axis=axis, descending=_bool_arg("argsort", "descending", descending))[1]
+    return _sort(input, axis=axis, descending=bool_arg("argsort", "descending", descending))[1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,7 +194,7 @@ def topk(input, k, dim=None, largest=True, sorted=True):
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise C.OpTypeError("topk", "'k' to be an int", f"{type(k).__name__} {k!r}")
     return _topk(input, k=int(k), axis=-1 if dim is None else dim,
-                 largest=_bool_arg("topk", "largest", largest), sorted=_bool_arg("topk", "sorted", sorted))
+                 largest=bool_arg("topk", "largest", largest), sorted=bool_arg("topk", "sorted", sorted))
 
 
 __all__ = ["argsort", "sort", "topk"]

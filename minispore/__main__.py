@@ -1,0 +1,7 @@
+"""`python -m minispore ...` runs the command line (see minispore/cli.py)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
