@@ -86,8 +86,8 @@ def calculate_gain(nonlinearity, param=None):
         else:
             raise OpTypeError("calculate_gain", "negative_slope as a number", repr(param))
         return math.sqrt(2.0 / (1 + slope ** 2))
-    raise OpValueError("calculate_gain", f"a nonlinearity in {list(_LINEAR_GAIN) + ['tanh', 'relu', 'selu', 'leaky_relu']}",
-                       repr(nonlinearity))
+    known = list(_LINEAR_GAIN) + ["tanh", "relu", "selu", "leaky_relu"]
+    raise OpValueError("calculate_gain", f"a nonlinearity in {known}", repr(nonlinearity))
 
 
 # ------------------------------------------------------------------------------------------------

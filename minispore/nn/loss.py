@@ -109,7 +109,8 @@ class SoftmaxCrossEntropyWithLogits(LossBase):
     def construct(self, logits, labels):
         _checks.tensor_input("SoftmaxCrossEntropyWithLogits", logits, "logits")
         if logits.ndim != 2:
-            raise OpValueError("SoftmaxCrossEntropyWithLogits", "logits of shape (N, C)", f"shape {tuple(logits.shape)}")
+            raise OpValueError("SoftmaxCrossEntropyWithLogits", "logits of shape (N, C)",
+                               f"shape {tuple(logits.shape)}")
         if self.sparse:
             return F.cross_entropy(logits, labels, None, -100, self.reduction, 0.0)
         _same_shape("SoftmaxCrossEntropyWithLogits", logits, labels)

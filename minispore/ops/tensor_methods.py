@@ -5,14 +5,17 @@ there is no second implementation anywhere.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..common.tensor import Tensor
 from . import functional as F
 
 
 def _binary(fn, reflected=False):
+    # a NumPy array operand (`ndarray + Tensor`) is taken as a constant Tensor
     if reflected:
-        return lambda self, other: fn(other, self)
-    return lambda self, other: fn(self, other)
+        return lambda self, other: fn(Tensor(other) if isinstance(other, np.ndarray) else other, self)
+    return lambda self, other: fn(self, Tensor(other) if isinstance(other, np.ndarray) else other)
 
 
 _OPERATORS = {

@@ -215,3 +215,59 @@ def test_backward_low_level_api_matches_grad():
     tape.release(order)
     np.testing.assert_allclose(gx.asnumpy(), [3.0, 12.0])
     assert y._node is None
+
+
+def _probe_primitive(seen):
+    """A private binary primitive (x * y) whose backward rule records what the tape told it."""
+    def infer(x, y):
+        return AbstractTensor(x.shape, x.dtype)
+
+    def bprop(inputs, out, dout):
+        seen.append((grad_state.wants_grad(inputs, 0), grad_state.wants_grad(inputs, 1)))
+        x, y = inputs
+        return dout * y, dout * x
+    return Primitive("test_probe_mul", infer, lambda a, b: a * b, bprop)
+
+
+def test_backward_rules_are_told_which_inputs_are_untracked():
+    seen = []
+    prim = _probe_primitive(seen)
+    const = t([2.0, 3.0])
+    g = ms.grad(lambda a: prim(a, const).sum())(t([5.0, 7.0]))
+    np.testing.assert_array_equal(g.asnumpy(), [2.0, 3.0])
+    assert seen == [(True, False)]
+    seen.clear()
+    ms.grad(lambda a, b: prim(a, b).sum(), grad_position=(0, 1))(t([5.0]), t([1.0]))
+    assert seen == [(True, True)]
+    # outside the tape (a direct call, as graph-mode autodiff would make) everything is wanted
+    assert grad_state.needs_input_grad is None
+    seen.clear()
+    prim.bprop((const, const), const, const)
+    assert seen == [(True, True)]
+
+
+def test_skipped_constant_gradients_do_not_change_results():
+    """x * table, x / table, table - x, where(mask, x, table), x + mask: constants get no gradient
+    computed, and the tracked input's gradient matches the float64 formulas."""
+    x0 = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0]])
+    table0 = np.array([2.0, -4.0, 0.5])
+    cond0 = np.array([True, False, True])
+    table, cond = t(table0, np.float64), ms.Tensor(cond0)
+
+    def fn(x):
+        return (x * table + x / table + (table - x) * x + ops.where(cond, x, table) * x
+                + ops.maximum(x, table) + x ** table[0:1]).sum()
+    g = ms.grad(fn)(t(x0, np.float64))
+    expected = (table0 + 1 / table0 + (table0 - 2 * x0) + np.where(cond0, 2 * x0, table0)
+                + (x0 >= table0) + 2 * x0)
+    np.testing.assert_allclose(g.asnumpy(), expected, rtol=1e-12)
+
+
+def test_inner_gradient_still_computes_what_an_outer_gradient_tracks():
+    # d/dy of sum(d/dx sum(x * y)) = d/dy sum(y) = 1: the inner backward must compute the
+    # gradient wrt x even though only the outer gradient tracks y
+    x0, y0 = t([1.0, 2.0, 3.0]), t([4.0, 5.0, 6.0])
+    gy = ms.grad(lambda y: ms.grad(lambda x: (x * y).sum())(x0).sum())(y0)
+    np.testing.assert_array_equal(gy.asnumpy(), [1.0, 1.0, 1.0])
+    gx = ms.grad(lambda x: ms.grad(lambda y: (x * x * y).sum())(y0).sum())(x0)
+    np.testing.assert_array_equal(gx.asnumpy(), [2.0, 4.0, 6.0])

@@ -60,7 +60,7 @@ def test_unknown_characters_and_bad_ids_are_clear_errors():
     msg = str(info.value)
     assert "CharTokenizer.encode" in msg and "8-symbol vocabulary" in msg
     assert "',' (U+002C) at position 5" in msg and "'ö'" in msg
-    with pytest.raises(OpValueError, match="emoji|U\\+1F642"):
+    with pytest.raises(OpValueError, match="U\\+1F642"):
         tok.encode("🙂")
     with pytest.raises(OpValueError, match=r"ids in \[0, 8\).*8 at position 1"):
         tok.decode([1, 8])

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import nn, ops
+from minispore import nn
 from minispore.common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 
 

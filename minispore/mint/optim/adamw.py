@@ -63,7 +63,8 @@ class AdamW(Cell):
         try:
             params = list(params)
         except TypeError:
-            raise OpTypeError("AdamW", "params as an iterable of Parameters or group dicts", type(params).__name__) from None
+            raise OpTypeError("AdamW", "params as an iterable of Parameters or group dicts",
+                              type(params).__name__) from None
         if not params:
             raise OpValueError("AdamW", "a non-empty parameter list", "an empty list")
         groups = params if isinstance(params[0], dict) else [{"params": params}]

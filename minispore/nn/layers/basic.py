@@ -26,7 +26,8 @@ class Flatten(Cell):
         s = self.start_dim + n if self.start_dim < 0 else self.start_dim
         e = self.end_dim + n if self.end_dim < 0 else self.end_dim
         if not (0 <= s < n and 0 <= e < n) or s > e:
-            raise OpValueError("Flatten", f"0 <= start_dim <= end_dim < {n} (after wrapping) for a {len(shape)}-d input",
+            raise OpValueError("Flatten",
+                               f"0 <= start_dim <= end_dim < {n} (after wrapping) for a {len(shape)}-d input",
                                f"start_dim={self.start_dim}, end_dim={self.end_dim}")
         if not shape:
             return F.reshape(x, (1,))

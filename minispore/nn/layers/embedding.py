@@ -10,8 +10,6 @@ matmul instead of a gather, which some accelerators prefer).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.initializer import initializer

@@ -27,11 +27,9 @@ import numbers
 
 import numpy as np
 
-from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Parameter, ParameterTuple, Tensor
 from ..cell import Cell
-from .. import _checks
 
 _GROUP_KEYS = ("params", "lr", "weight_decay", "order_params", "grad_centralization")
 

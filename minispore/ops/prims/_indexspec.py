@@ -81,14 +81,37 @@ def _array_of(op, e):
     return arr
 
 
+def _plain_basic_spec(index: tuple):
+    """The spec of a tuple of Python ints, int-bounded slices, None and Ellipsis; None otherwise."""
+    spec = []
+    for e in index:
+        te = type(e)
+        if te is int or e is None or e is Ellipsis:
+            spec.append(e)
+        elif te is slice:
+            a, b, c = e.start, e.stop, e.step
+            if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int) \
+                    and c != 0:
+                spec.append(Slice(a, b, c))
+            else:
+                return None
+        else:
+            return None
+    return tuple(spec)
+
+
 def normalize(op: str, shape: tuple, index) -> tuple[tuple, tuple]:
     """Split `index` (for a tensor of `shape`) into `(spec, index_tensors)`. See the module docstring."""
-    # fast paths for the commonest indices: x[i] and x[a:b]
+    # fast paths for the commonest indices: x[i], x[a:b] and tuples of ints/slices/None/...
     t = type(index)
     if t is int:
         return (index,), ()
     if t is slice:
         return (_as_slice(op, index),), ()
+    if t is tuple:
+        spec = _plain_basic_spec(index)
+        if spec is not None:
+            return spec, ()
     items = index if t is tuple else (index,)
 
     # pass 1: classify each item; arrays are kept aside until we know which dims they index
@@ -174,6 +197,18 @@ def result_shape(op: str, shape: tuple, spec: tuple, index_shapes) -> tuple:
     """The shape of `x[index]` for `x` of `shape` — NumPy's rule, including where the dims of
     advanced (array) indices go: in place of the first one when they are adjacent in the index,
     else in front. When any array index is present, int items count as advanced (0-d) indices."""
+    if not index_shapes:
+        return _basic_result_shape(op, tuple(shape), spec)
+    return _result_shape(op, shape, spec, index_shapes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _basic_result_shape(op, shape, spec):
+    """Basic indices repeat (x[0], x[:, :n] in a loop): their shapes are cached. Errors are not."""
+    return _result_shape(op, shape, spec, ())
+
+
+def _result_shape(op, shape, spec, index_shapes):
     ndim = len(shape)
     consumed = n_ellipsis = 0
     has_advanced = False

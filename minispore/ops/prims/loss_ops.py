@@ -114,11 +114,33 @@ def _from_rows(a2, shape):
     return np.moveaxis(a2.reshape((shape[0],) + tuple(shape[2:]) + (n_classes,)), -1, 1)
 
 
-def _log_softmax_rows(x2):
-    z = x2 - x2.max(axis=-1, keepdims=True)
+def _row_sums(a2):
+    """Sums along the last axis as a BLAS matrix-vector product: for short rows (C = 65) this is
+    ~10x faster than `a2.sum(axis=-1)`, whose reduction loop pays a setup cost per row."""
+    return a2 @ np.ones(a2.shape[-1], a2.dtype)
+
+
+def _log_softmax_rows(x2, with_probs=False):
+    """log_softmax along the last axis of (M, C); with_probs also returns softmax.
+
+    The usual stabilizing shift is the row maximum. Reducing over short rows is slow in NumPy, so
+    this shifts by the *global* maximum (one fast reduction) and falls back to row maxima only when
+    some row's sum of exponentials gets near underflow (a row far below the global maximum, or a
+    nan/inf input). Either shift gives the same log_softmax; only the rounding of exp differs.
+    """
+    z = x2 - x2.max() if x2.size else x2.copy()
+    e = np.exp(z)
+    s = _row_sums(e)
+    if s.size and not s.min() > np.finfo(s.dtype).tiny * 2.0 ** 24:
+        z = x2 - x2.max(axis=-1, keepdims=True)
+        e = np.exp(z)
+        s = _row_sums(e)
     with np.errstate(divide="ignore"):
-        z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
-    return z
+        z -= np.log(s)[:, None]
+    if not with_probs:
+        return z
+    e *= (1.0 / s)[:, None]
+    return z, e
 
 
 class _IndexTargets:
@@ -173,7 +195,7 @@ def _reduce_rows(per, denom, reduction, out_shape):
 def _index_loss(logp2, it, ls, reduction, out_shape):
     per = (it.wt * logp2[it.rows, it.ts]) * -(1.0 - ls)
     if ls:
-        rowdot = logp2 @ it.weight if it.weight is not None else logp2.sum(axis=-1)
+        rowdot = logp2 @ it.weight if it.weight is not None else _row_sums(logp2)
         per -= (ls / it.n_classes) * (rowdot if it.all_valid else rowdot * it.valid)
     return _reduce_rows(per, it.denom, reduction, out_shape)
 
@@ -265,8 +287,7 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
     """(dx, log_softmax(x)) with dx = dout * (softmax(x) * sum_j c - c)."""
     dt = compute_dtype(x)
     x2 = _to_rows(x, x.ndim).astype(dt, copy=False)
-    logp2 = _log_softmax_rows(x2)
-    dx = np.exp(logp2)
+    logp2, dx = _log_softmax_rows(x2, with_probs=True)
     n_classes = x2.shape[1]
     d = _dout_rows(dout, reduction, dt)
     ls = label_smoothing
@@ -274,7 +295,7 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
         c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
         if reduction == "mean":
             d = d / x2.shape[0]
-        dx *= c.sum(axis=-1, keepdims=True)
+        dx *= _row_sums(c)[:, None]
         dx -= c
         dx *= d
     else:
