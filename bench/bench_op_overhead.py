@@ -25,10 +25,16 @@ import numpy as np
 import minispore as ms
 
 
-def _median_us(fn, n, repeats):
-    """Median over `repeats` calls of fn(n) -> seconds for n ops, in µs per op."""
-    fn(n)                                   # warm-up (first-call imports, caches)
-    return statistics.median(fn(n) for _ in range(repeats)) / n * 1e6
+def median_us(fns, n, repeats):
+    """{name: fn(n) -> seconds for n ops}: median µs per op for each, measured round-robin (each
+    repeat runs every fn once) so that load drift on a shared machine hits all rows alike."""
+    for fn in fns.values():
+        fn(n)                               # warm-up (first-call imports, caches)
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            times[name].append(fn(n))
+    return {name: statistics.median(ts) / n * 1e6 for name, ts in times.items()}
 
 
 def numpy_add(n):
@@ -105,19 +111,22 @@ def main(argv=None):
     args = p.parse_args(argv)
     n, r = args.ops, args.repeats
 
-    rows = [("numpy a+b", _median_us(numpy_add, n, r), None),
-            ("minispore fwd (no grad)", _median_us(ms_forward, n, r), None),
-            ("minispore fwd (in grad)", _median_us(ms_forward_in_grad, n, r), "fwd"),
-            ("minispore fwd+bwd (grad)", _median_us(ms_forward_backward, n, r), "fwdbwd")]
-    ref = {}
+    fns = {"numpy a+b": numpy_add,
+           "minispore fwd (no grad)": ms_forward,
+           "minispore fwd (in grad)": ms_forward_in_grad,
+           "minispore fwd+bwd (grad)": ms_forward_backward}
+    kinds = {"minispore fwd (in grad)": "fwd", "minispore fwd+bwd (grad)": "fwdbwd"}
     t = torch_rows()
     if t is not None:
         torch, tfwd, tfwdbwd = t
         torch.set_num_threads(1)          # 8x8 ops never use threads; fixed for repeatability
-        ref["fwd"] = _median_us(tfwd, n, r)
-        ref["fwdbwd"] = _median_us(tfwdbwd, n, r)
-        rows += [(f"torch {torch.__version__} fwd (requires_grad)", ref["fwd"], "fwd"),
-                 (f"torch {torch.__version__} fwd+bwd", ref["fwdbwd"], "fwdbwd")]
+        fns[f"torch {torch.__version__} fwd (requires_grad)"] = tfwd
+        fns[f"torch {torch.__version__} fwd+bwd"] = tfwdbwd
+        kinds[f"torch {torch.__version__} fwd (requires_grad)"] = "fwd"
+        kinds[f"torch {torch.__version__} fwd+bwd"] = "fwdbwd"
+    us = median_us(fns, n, r)
+    ref = {kinds[name]: v for name, v in us.items() if name.startswith("torch")}
+    rows = [(name, v, kinds.get(name)) for name, v in us.items()]
 
     print(f"8x8 float32 add, chain of {n} ops, median of {r} runs (numpy {np.__version__})")
     print(f"| {'row':<36} | {'µs/op':>7} | {'vs torch':>8} |")

@@ -23,6 +23,7 @@ _LAZY = {
     "llm": "minispore.llm",
     "testing": "minispore.testing",
     "dataset": "minispore.dataset",
+    "mint": "minispore.mint",
     "save_checkpoint": "minispore.train.serialization",
     "load_checkpoint": "minispore.train.serialization",
     "load_param_into_net": "minispore.train.serialization",

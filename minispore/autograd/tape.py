@@ -164,13 +164,18 @@ def backward(outputs, douts, target_nodes):
             dout = pop_grad(id(outs), None)
             if dout is None:
                 continue
+        # One pass over the inputs: refuse values overwritten in place since they were saved,
+        # and note which inputs are tracked. The gradient of an untracked input (a constant
+        # table, a mask, the data) would be discarded below, so the rule is told it may skip it.
         inputs = node.inputs
+        needs = []
         for x, v in zip(inputs, node.versions):
-            if isinstance(x, Tensor) and x._version != v:
-                _check_versions(node)           # raises with the full message
-        # Tell the backward rule which inputs are tracked: the gradient of an untracked input
-        # (a constant table, a mask, the data) would be discarded below, so rules may skip it.
-        needs = tuple([isinstance(x, Tensor) and x._node is not None for x in inputs])
+            if isinstance(x, Tensor):
+                if x._version != v:
+                    _check_versions(node)       # raises with the full message
+                needs.append(x._node is not None)
+            else:
+                needs.append(False)
         saved_needs = grad_state.needs_input_grad
         grad_state.needs_input_grad = (inputs, needs)
         try:

@@ -18,6 +18,7 @@ read-only checkpoint still works.
 """
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import stat
@@ -38,6 +39,11 @@ def fsync_dir(path: str) -> None:
     fd = os.open(path or ".", os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as e:
+        # some file systems (certain network and FUSE mounts) cannot fsync a directory at all;
+        # that is not a failed write, so carry on. Real I/O errors (EIO, ENOSPC...) propagate.
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
     finally:
         os.close(fd)
 

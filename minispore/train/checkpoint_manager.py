@@ -320,7 +320,7 @@ class CheckpointManager:
         pointer = os.path.join(self.directory, LATEST_FILE)
         try:
             with open(pointer, encoding="utf-8") as f:
-                name = f.read().strip()
+                name = f.read(256).strip()            # a valid pointer is ~12 characters
             # the pointer is a bare directory name: never follow "../" or absolute paths from a file
             if _CKPT_DIR.match(name) and _is_complete(os.path.join(self.directory, name)):
                 return os.path.join(self.directory, name)
@@ -401,7 +401,12 @@ class CheckpointManager:
         if os.path.exists(final):
             aside = os.path.join(self.directory, f".trash-{os.path.basename(final)}-{os.getpid()}")
             os.rename(final, aside)
-        os.rename(tmp, final)
+        try:
+            os.rename(tmp, final)
+        except BaseException:
+            if aside is not None:                  # put the old save of this step back
+                os.rename(aside, final)
+            raise
         fsync_dir(self.directory)
         if aside is not None:
             rmtree_quiet(aside)

@@ -136,7 +136,8 @@ def decode(raw: bytes, path, crc_check: bool = False, op: str = "load_checkpoint
         if len(data) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:   # deserialize checks this too
             raise CheckpointError(op, path, f"has {len(data)} bytes for '{name}' of shape {shape} and "
                                   f"dtype {code}")
-        tensors[name] = np.frombuffer(data, dtype=dt).reshape(shape)
+        arr = np.frombuffer(data, dtype=dt).reshape(shape)
+        tensors[name] = arr if arr.flags.writeable else arr.copy()     # (bytes, not bytearray, in old versions)
 
     strings = {k[len(STR_PREFIX):]: v for k, v in metadata.items() if k.startswith(STR_PREFIX)}
     clash = sorted(set(strings) & set(tensors))

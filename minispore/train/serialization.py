@@ -69,6 +69,15 @@ def _check_name(op: str, name) -> str:
     return name
 
 
+def _check_text(op: str, name: str, value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise OpValueError(op, f"the string value of '{name}' to be valid Unicode (encodable as UTF-8)",
+                           f"{value!r:.60}") from None
+    return value
+
+
 def _collect(save_obj, choice_func, op="save_checkpoint") -> list:
     """[(name, value)] from a Cell, a list of Parameters / {"name", "data"} dicts, or a dict."""
     if _is_cell(save_obj):
@@ -102,7 +111,7 @@ def _collect(save_obj, choice_func, op="save_checkpoint") -> list:
             raise OpValueError(op, "unique parameter names", f"'{name}' twice (two different Parameters "
                                "share a name; give them distinct names)")
         names.add(name)
-        items.append((name, value if isinstance(value, str) else _as_array(op, name, value)))
+        items.append((name, _check_text(op, name, value) if isinstance(value, str) else _as_array(op, name, value)))
     return items
 
 
@@ -116,7 +125,7 @@ def _append_items(append_dict, op="save_checkpoint") -> list:
     for key, value in append_dict.items():
         _check_name(op, key)
         if isinstance(value, str):
-            items.append((key, value))
+            items.append((key, _check_text(op, key, value)))
         elif isinstance(value, (bool, np.bool_)):
             items.append((key, np.asarray(value, dtype=np.bool_)))
         elif isinstance(value, numbers.Integral):
@@ -245,6 +254,9 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
         if name in names:
             raise OpValueError(op, "'append_dict' keys different from parameter names", f"'{name}' in both")
         items.append((name, value))
+    if format == "safetensors" and any(n == "__metadata__" for n, _ in items):
+        raise OpValueError(op, "no parameter named '__metadata__' (the safetensors header reserves it)",
+                           "'__metadata__'")
 
     _wait_async_saves()                     # one save at a time, in call order
     if async_save:

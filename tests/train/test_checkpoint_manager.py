@@ -146,26 +146,30 @@ def test_keep_prunes_old_checkpoints_and_resave_replaces(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ crash safety
-def _weights_match_step(path):
-    net = FakeNet()
-    step = CheckpointManager(os.path.dirname(path)).load(path, net, restore_rng=False)["step"]
-    assert np.all(net.w.asnumpy() == step), path
-    return step
-
-
-def test_a_crash_at_any_file_operation_leaves_a_loadable_latest(tmp_path, monkeypatch):
+@pytest.mark.parametrize("resave", [False, True], ids=["new-step", "same-step"])
+def test_a_crash_at_any_file_operation_leaves_a_loadable_latest(tmp_path, monkeypatch, resave):
     """Fail the k-th file-system call of a save, for every k: `latest` is always the old or the new
-    checkpoint, complete, and the next save cleans up and succeeds."""
+    checkpoint, complete, and the next save cleans up and succeeds. `same-step` re-saves step 1
+    (which must move the old directory aside and back on failure)."""
+    import builtins
     calls = ("replace", "rename", "fsync", "mkdir", "chmod", "remove", "open")
+    new_step, new_value = (1, 10) if resave else (2, 2)
+
+    def loaded(path):
+        net = FakeNet()
+        step = CheckpointManager(os.path.dirname(path)).load(path, net, restore_rng=False)["step"]
+        values = np.unique(net.w.asnumpy())
+        assert len(values) == 1, path
+        return step, int(values[0])
 
     def run(k, d):
-        """Save step 1, then save step 2 with the k-th file-system call failing (k=0: none fails).
-        Returns (number of calls the save made, whether it raised)."""
+        """Save step 1, then save `new_step` with the k-th file-system call failing (k=0: none
+        fails). Returns (number of calls the save made, whether it raised)."""
         mgr = CheckpointManager(d)
         net, opt, _ = _setup()
         net.w.set_data(ms.Tensor(np.full((4, 3), 1, np.float32)))
         mgr.save(1, net, opt)
-        net.w.set_data(ms.Tensor(np.full((4, 3), 2, np.float32)))
+        net.w.set_data(ms.Tensor(np.full((4, 3), new_value, np.float32)))
         count = [0]
 
         def failing(real):
@@ -176,12 +180,11 @@ def test_a_crash_at_any_file_operation_leaves_a_loadable_latest(tmp_path, monkey
                 return real(*a, **kw)
             return f
 
-        import builtins
         for name in calls:
             target = builtins if name == "open" else os
             monkeypatch.setattr(target, name, failing(getattr(target, name)))
         try:
-            mgr.save(2, net, opt)
+            mgr.save(new_step, net, opt)
             crashed = False
         except (OSError, CheckpointError):
             crashed = True
@@ -189,13 +192,14 @@ def test_a_crash_at_any_file_operation_leaves_a_loadable_latest(tmp_path, monkey
             monkeypatch.undo()
         latest = mgr.latest()
         assert latest is not None
-        step = _weights_match_step(latest)                         # complete, consistent, loadable
-        assert step in (1, 2) and (crashed or step == 2)
+        got = loaded(latest)                                       # complete, consistent, loadable
+        assert got in ((1, 1), (new_step, new_value)) and (crashed or got == (new_step, new_value))
         if crashed:
             net.w.set_data(ms.Tensor(np.full((4, 3), 3, np.float32)))
             mgr.save(3, net, opt)                                  # recovers and cleans leftovers
             assert not [n for n in os.listdir(d) if n.startswith(".")]
-            assert _weights_match_step(mgr.latest()) == 3
+            assert loaded(mgr.latest()) == (3, 3)
+            assert loaded(mgr.path_for(1)) in ((1, 1), (1, new_value))   # step 1 was never lost
         return count[0], crashed
 
     total, crashed = run(0, tmp_path / "dry")

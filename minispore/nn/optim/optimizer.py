@@ -262,6 +262,8 @@ class Optimizer(Cell):
         """Updates applied so far (the value of `global_step`)."""
         return int(self.global_step._data[0])
 
+    step = current_step          # the same number; `optimizer.step` reads it (it is not PyTorch's step())
+
     def _lr_values(self, step):
         """The learning rate of each parameter at `step` (Python floats)."""
         if self._lr_holders is None:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...common.errors import OpIndexError, OpTypeError, OpValueError
 from ...common.tensor import Tensor, _wrap
+from ..primitive import AbstractTensor
 
 
 class Slice(NamedTuple):
@@ -127,6 +128,12 @@ def normalize(op: str, shape: tuple, index) -> tuple[tuple, tuple]:
             kinds.append(("bool", bool(e)))
         elif isinstance(e, numbers.Integral):
             kinds.append(("int", int(e)))
+        elif isinstance(e, AbstractTensor):            # graph capture: shape and dtype, no data
+            if e.dtype.kind in ("int", "uint"):
+                kinds.append(("array", e))
+            else:
+                raise OpIndexError(op, "an integer index tensor (a bool mask needs its data: its number "
+                                   "of True values sets the output shape)", f"an abstract {e.dtype} index")
         elif isinstance(e, (Tensor, np.ndarray, list)):
             arr = _array_of(op, e)
             if arr.dtype.kind == "b":
@@ -175,7 +182,7 @@ def normalize(op: str, shape: tuple, index) -> tuple[tuple, tuple]:
             spec.append(None)            # x[True] adds a new axis of length 1, as in NumPy
         elif kind == "array":
             spec.append(IndexInput(len(tensors)))
-            tensors.append(payload if isinstance(payload, Tensor) else _wrap(payload))
+            tensors.append(payload if isinstance(payload, (Tensor, AbstractTensor)) else _wrap(payload))
             dim += 1
         else:  # mask
             k = payload.ndim

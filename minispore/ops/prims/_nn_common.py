@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...common import dtype as mstype
+from ...common.tensor import Tensor
 from .. import _check as C
 
 
@@ -18,6 +19,15 @@ def tensor(op: str, arg: str, x):
 def floating(op: str, arg: str, x):
     tensor(op, arg, x)
     return C.floating(op, arg, x)
+
+
+def needs_grad(t) -> bool:
+    """Whether a backward rule must produce a gradient for input `t`: the tape only uses gradients
+    of tensors it tracks (those with a node), so e.g. the gradient of a network's input image is
+    skipped. Values that are not eager Tensors (graph capture) always get one."""
+    if isinstance(t, Tensor):
+        return t._node is not None
+    return t is not None and hasattr(t, "shape")
 
 
 def compute_dtype(a: np.ndarray):

@@ -108,21 +108,24 @@ def _backprop_filter_kernel(dy, x, w_shape, stride, pads, dilation, groups):
 
 
 def _conv2d_bprop(inputs, out, dout, **attrs):
+    # (the input gradient of a first layer, whose input is data, is skipped: col2im is not free)
     x, w = inputs
-    return (_backprop_input(dout, w, x_shape=tuple(x.shape), **attrs),
-            _backprop_filter(dout, x, w_shape=tuple(w.shape), **attrs))
+    return (_backprop_input(dout, w, x_shape=tuple(x.shape), **attrs) if N.needs_grad(x) else None,
+            _backprop_filter(dout, x, w_shape=tuple(w.shape), **attrs) if N.needs_grad(w) else None)
 
 
 def _backprop_input_bprop(inputs, out, dout, x_shape, **attrs):
     # dx = A_w^T dy is linear in dy and in w: d dy = A_w a = conv2d(a, w); d w = conv2d's weight
     # gradient of <conv2d(a, w), dy>.
     dy, w = inputs
-    return _conv2d(dout, w, **attrs), _backprop_filter(dy, dout, w_shape=tuple(w.shape), **attrs)
+    return (_conv2d(dout, w, **attrs) if N.needs_grad(dy) else None,
+            _backprop_filter(dy, dout, w_shape=tuple(w.shape), **attrs) if N.needs_grad(w) else None)
 
 
 def _backprop_filter_bprop(inputs, out, dout, w_shape, **attrs):
     dy, x = inputs
-    return _conv2d(x, dout, **attrs), _backprop_input(dy, dout, x_shape=tuple(x.shape), **attrs)
+    return (_conv2d(x, dout, **attrs) if N.needs_grad(dy) else None,
+            _backprop_input(dy, dout, x_shape=tuple(x.shape), **attrs) if N.needs_grad(x) else None)
 
 
 def _conv2d_cost(x, w, stride, pads, dilation, groups):

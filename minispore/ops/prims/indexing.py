@@ -23,7 +23,11 @@ read as its output), and x gets a new node of the pure `setitem` primitive with 
 `(snapshot, value, *index_tensors)`. Its backward: the old value gets `dout` with the written
 region zeroed, `value` gets `dout[index]` summed to its shape. Writing into a *view* of another
 tracked tensor is refused, because the base tensor's tape node would silently go stale.
-Limitation: a view made with NumPy outside minispore (`Tensor(t.asnumpy()[0])`) is not detected.
+Limitations: a view made with NumPy outside minispore (`Tensor(t.asnumpy()[0])`) is not detected;
+a write through a view bumps the view's `_version`, not its base's (Tensor has no shared version
+counter); and because the tape checks the version of *every* input of a recorded op, reading a
+tensor and then writing into it (`y[:, 0] = f(y[:, 0])`) is refused at backward time, even though
+getitem's backward does not need y's values — build such updates out of place (concat, where).
 """
 from __future__ import annotations
 

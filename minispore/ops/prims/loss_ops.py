@@ -1,5 +1,5 @@
-"""Loss primitives: `nll_loss` and `cross_entropy` (fused log-softmax), plus `mse_loss` and
-`binary_cross_entropy_with_logits` composed from elementwise ops.
+"""Loss primitives: `nll_loss` and `cross_entropy` (fused log-softmax). The losses built from a
+few elementwise ops (`mse_loss`, `binary_cross_entropy_with_logits`) are in composite_losses.py.
 
 One formula covers every option of cross_entropy / nll_loss (PyTorch's and MindSpore's semantics,
 which agree). With log-probabilities `logp` (class axis 1, or 0 for a 1-d input) each position m
@@ -31,9 +31,7 @@ import numbers
 
 import numpy as np
 
-from ...common import dtype as mstype
 from ...common.errors import OpIndexError
-from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
@@ -120,13 +118,15 @@ def _row_sums(a2):
     return a2 @ np.ones(a2.shape[-1], a2.dtype)
 
 
-def _log_softmax_rows(x2, with_probs=False):
-    """log_softmax along the last axis of (M, C); with_probs also returns softmax.
+def _softmax_parts(x2):
+    """(z, e, s) for the rows of x2 (M, C): z = x2 - shift, e = exp(z), s = row sums of e, so that
+    log_softmax = z - log(s) and softmax = e / s. Callers combine these without materializing more
+    (M, C) arrays than they need: broadcasting a per-row value over short rows is itself a pass.
 
     The usual stabilizing shift is the row maximum. Reducing over short rows is slow in NumPy, so
-    this shifts by the *global* maximum (one fast reduction) and falls back to row maxima only when
-    some row's sum of exponentials gets near underflow (a row far below the global maximum, or a
-    nan/inf input). Either shift gives the same log_softmax; only the rounding of exp differs.
+    the shift is the *global* maximum (one fast reduction), with a fallback to row maxima when some
+    row's sum gets near underflow (a row far below the global maximum, or a nan/inf input). Both
+    shifts give the same result up to the rounding of exp.
     """
     z = x2 - x2.max() if x2.size else x2.copy()
     e = np.exp(z)
@@ -135,12 +135,7 @@ def _log_softmax_rows(x2, with_probs=False):
         z = x2 - x2.max(axis=-1, keepdims=True)
         e = np.exp(z)
         s = _row_sums(e)
-    with np.errstate(divide="ignore"):
-        z -= np.log(s)[:, None]
-    if not with_probs:
-        return z
-    e *= (1.0 / s)[:, None]
-    return z, e
+    return z, e, s
 
 
 class _IndexTargets:
@@ -192,12 +187,17 @@ def _reduce_rows(per, denom, reduction, out_shape):
         return np.asarray(per.sum() / denom) if reduction == "mean" else np.asarray(per.sum())
 
 
-def _index_loss(logp2, it, ls, reduction, out_shape):
-    per = (it.wt * logp2[it.rows, it.ts]) * -(1.0 - ls)
+def _index_loss(picked, rowdot, it, ls, reduction, out_shape):
+    """Loss for class-index targets from picked = logp[m, t_m] and rowdot = sum_j w_j logp[m, j]
+    (rowdot is only used with label smoothing)."""
+    per = (it.wt * picked) * -(1.0 - ls)
     if ls:
-        rowdot = logp2 @ it.weight if it.weight is not None else _row_sums(logp2)
         per -= (ls / it.n_classes) * (rowdot if it.all_valid else rowdot * it.valid)
     return _reduce_rows(per, it.denom, reduction, out_shape)
+
+
+def _weighted_row_sums(a2, it):
+    return a2 @ it.weight if it.weight is not None else _row_sums(a2)
 
 
 def _dout_rows(dout, reduction, dtype):
@@ -216,7 +216,8 @@ def _nll_kernel(logp, target, weight, ignore_index, reduction, label_smoothing):
     dt = compute_dtype(logp)
     logp2 = _to_rows(logp, logp.ndim).astype(dt, copy=False)
     it = _IndexTargets("nll_loss", target, weight, logp2.shape[1], ignore_index, reduction, dt)
-    return _index_loss(logp2, it, label_smoothing, reduction, target.shape)
+    rowdot = _weighted_row_sums(logp2, it) if label_smoothing else None
+    return _index_loss(logp2[it.rows, it.ts], rowdot, it, label_smoothing, reduction, target.shape)
 
 
 def _nll_grad_infer(dout, target, weight, input_shape, ignore_index, reduction, label_smoothing):
@@ -264,15 +265,22 @@ def _ce_infer(x, target, weight, ignore_index, reduction, label_smoothing):
 def _ce_kernel(x, target, weight, ignore_index, reduction, label_smoothing):
     dt = compute_dtype(x)
     x2 = _to_rows(x, x.ndim).astype(dt, copy=False)
-    logp2 = _log_softmax_rows(x2)
+    z, _, s = _softmax_parts(x2)
+    with np.errstate(divide="ignore"):
+        lse = np.log(s)                                    # logp = z - lse, never materialized here
     n_classes = x2.shape[1]
     out_shape = _without_class_dim(x.shape)
+    ls = label_smoothing
     if target.dtype.kind == "f":
-        c = _prob_coeffs(_to_rows(target, x.ndim), weight, label_smoothing, n_classes, dt)
-        per = -np.einsum("ij,ij->i", c, logp2)
+        c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
+        per = _row_sums(c) * lse - np.einsum("ij,ij->i", c, z)           # -sum_j c_j * logp_j
         return _reduce_rows(per, x2.shape[0], reduction, out_shape)
     it = _IndexTargets("cross_entropy", target, weight, n_classes, ignore_index, reduction, dt)
-    return _index_loss(logp2, it, label_smoothing, reduction, out_shape)
+    rowdot = None
+    if ls:
+        wsum = it.weight.sum() if it.weight is not None else n_classes
+        rowdot = _weighted_row_sums(z, it) - wsum * lse
+    return _index_loss(z[it.rows, it.ts] - lse, rowdot, it, ls, reduction, out_shape)
 
 
 def _ce_grad_infer(dout, x, target, weight, ignore_index, reduction, label_smoothing):
@@ -287,7 +295,9 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
     """(dx, log_softmax(x)) with dx = dout * (softmax(x) * sum_j c - c)."""
     dt = compute_dtype(x)
     x2 = _to_rows(x, x.ndim).astype(dt, copy=False)
-    logp2, dx = _log_softmax_rows(x2, with_probs=True)
+    logp2, e, s = _softmax_parts(x2)
+    with np.errstate(divide="ignore"):
+        logp2 -= np.log(s)[:, None]
     n_classes = x2.shape[1]
     d = _dout_rows(dout, reduction, dt)
     ls = label_smoothing
@@ -295,19 +305,21 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
         c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
         if reduction == "mean":
             d = d / x2.shape[0]
-        dx *= _row_sums(c)[:, None]
+        dx = e
+        dx *= (_row_sums(c) / s)[:, None]                  # softmax * sum_j c
         dx -= c
         dx *= d
     else:
         it = _IndexTargets("cross_entropy", target, weight, n_classes, ignore_index, reduction, dt)
         with np.errstate(divide="ignore", invalid="ignore"):
-            coef = (d / it.denom).reshape(-1)                   # dout / D per position (or a scalar)
+            coef = (d / it.denom).reshape(-1)               # dout / D per position (or a scalar)
         row_w = it.smooth_row_weights(dt)
         csum = (1.0 - ls) * it.wt
         if ls:
             csum = csum + (ls / n_classes) * row_w.sum() * it.valid
-        dx *= (csum * coef)[:, None]
-        dx[it.rows, it.ts] -= (1.0 - ls) * it.wt * coef
+        dx = e
+        dx *= (csum * coef / s)[:, None]                   # softmax * sum_j c, in one pass
+        dx[it.rows, it.ts] -= (1.0 - ls) * it.wt * coef     # minus the one-hot part of c
         if ls:
             dx -= ((ls / n_classes) * it.valid * coef)[:, None] * row_w[None, :]
     return _from_rows(dx, x.shape), _from_rows(logp2, x.shape)
@@ -358,7 +370,7 @@ def _ce_bprop(inputs, out, dout, ignore_index, reduction, label_smoothing):
     dx, logp = _ce_grad(dout, x, target, weight, ignore_index=ignore_index, reduction=reduction,
                         label_smoothing=label_smoothing)
     d_target = None
-    if isinstance(target, Tensor) and target.dtype.is_floating:
+    if target.dtype.is_floating and N.needs_grad(target):
         # loss = -sum(c * logp) with c linear in the target: d target = -dout * logp * dc/dt
         dc_dt = _prob_dc_dt(weight, x.shape, reduction, label_smoothing)
         d_target = mul(mul(_per_position(dout, x.shape, reduction), logp), dc_dt)
@@ -402,7 +414,7 @@ def _ce_grad_bprop(inputs, out, dout, ignore_index, reduction, label_smoothing):
     if prob:
         ec = neg(mul(e, c))
         d_dout = reduce_sum(ec, cd) if reduction == "none" else reduce_sum(ec)
-        if isinstance(target, Tensor):
+        if N.needs_grad(target):
             d_target = mul(mul(e, neg(dout_b)), _prob_dc_dt(weight, xs, reduction, ls))
     else:
         d_dout = _nll(e, target, weight, ignore_index=ignore_index, reduction=reduction, label_smoothing=ls)
@@ -443,65 +455,4 @@ def nll_loss(inputs, target, weight=None, ignore_index=-100, reduction='mean', l
     return _nll(inputs, target, weight, **attrs)
 
 
-# =================================================================================================
-# composite losses (a handful of elementwise ops; autodiff differentiates them to any order)
-def _reduce_loss(loss, reduction):
-    from .reduction import mean, reduce_sum
-    if reduction == "mean":
-        return mean(loss)
-    if reduction == "sum":
-        return reduce_sum(loss)
-    return loss
-
-
-def mse_loss(input, target, reduction='mean'):
-    """`ops.mse_loss(input, target, reduction='mean')`: (input - target)**2, broadcasting, reduced."""
-    from .elementwise import square, sub
-    N.floating("mse_loss", "input", input)
-    N.tensor("mse_loss", "target", target)
-    _reduction("mse_loss", reduction)
-    C.broadcast("mse_loss", tuple(input.shape), tuple(target.shape))
-    return _reduce_loss(square(sub(input, target)), reduction)
-
-
-def _softplus_stable(z):
-    """log(1 + exp(z)) without overflow, and with finite derivatives of every order.
-
-    Both branches are evaluated (that is how `where` works), so each branch is fed an argument on
-    which it cannot overflow: otherwise the unused branch's inf would turn into nan in the backward.
-    """
-    from .elementwise import add, exp, greater, log, neg, where
-    pos = greater(z, 0.0)
-    z_pos = where(pos, z, 0.0)
-    z_neg = where(pos, 0.0, z)
-    return where(pos, add(z_pos, log(add(exp(neg(z_pos)), 1.0))), log(add(exp(z_neg), 1.0)))
-
-
-def binary_cross_entropy_with_logits(logits, label, weight=None, pos_weight=None, reduction='mean'):
-    """`ops.binary_cross_entropy_with_logits(logits, label, weight=None, pos_weight=None, reduction='mean')`.
-
-    loss = weight * ((1 - y) * x + (1 + (pos_weight - 1) * y) * log(1 + exp(-x))), computed
-    stably; `weight` and `pos_weight` broadcast against `logits`.
-    """
-    from .elementwise import add, mul, neg, sub
-    op = "binary_cross_entropy_with_logits"
-    N.floating(op, "logits", logits)
-    N.floating(op, "label", label)
-    if tuple(label.shape) != tuple(logits.shape):
-        raise C.OpValueError(op, f"'label' of the logits' shape {tuple(logits.shape)}", f"shape {tuple(label.shape)}")
-    for name, t in (("weight", weight), ("pos_weight", pos_weight)):
-        if t is not None:
-            N.floating(op, name, t)
-            if C.broadcast(op, tuple(t.shape), tuple(logits.shape)) != tuple(logits.shape):
-                raise C.OpValueError(op, f"'{name}' that broadcasts to the logits' shape {tuple(logits.shape)}",
-                                     f"shape {tuple(t.shape)}")
-    _reduction(op, reduction)
-    sp = _softplus_stable(neg(logits))                        # -log(sigmoid(x))
-    log_weight = add(mul(sub(pos_weight, 1.0), label), 1.0) if pos_weight is not None else None
-    loss = add(mul(sub(1.0, label), logits), mul(log_weight, sp) if log_weight is not None else sp)
-    if weight is not None:
-        loss = mul(loss, weight)
-    return _reduce_loss(loss, reduction)
-
-
-__all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "mse_loss", "nll_loss"]
+__all__ = ["cross_entropy", "nll_loss"]

@@ -15,7 +15,6 @@ import numpy as np
 from ...common import dtype as mstype
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
-from . import _nn_common as N
 from . import _windows as Wn
 
 
