@@ -257,7 +257,7 @@ def read_state(path) -> dict:
     ckpt = find_checkpoint(path)
     state_path = os.path.join(ckpt, STATE_FILE)
     try:
-        with open(state_path, "rb") as f:
+        with open(state_path, "rb") as f:          # (a regular file: find_checkpoint checked isfile)
             state = json.loads(f.read().decode("utf-8"))
     except OSError as e:
         raise CheckpointError("load", state_path, f"could not be read: {e}") from e

@@ -299,6 +299,8 @@ def _read_file(op, path) -> bytes:
         raise CheckpointError(op, path, "does not exist; check 'ckpt_file_name'")
     if os.path.isdir(path):
         raise CheckpointError(op, path, "is a directory, not a checkpoint file")
+    if not os.path.isfile(path):        # a device (/dev/zero) or FIFO would read forever or block
+        raise CheckpointError(op, path, "is not a regular file")
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -312,10 +314,10 @@ def read_checkpoint_items(ckpt_file_name, crc_check=False, format="safetensors",
     _check_format(op, format)
     if not isinstance(ckpt_file_name, (str, os.PathLike)):
         raise OpTypeError(op, "'ckpt_file_name' to be a str (or os.PathLike)", type(ckpt_file_name).__name__)
-    path = os.path.realpath(os.fspath(ckpt_file_name))
-    if not path.endswith(format):
+    if not os.fspath(ckpt_file_name).endswith(format):
         raise OpValueError(op, f"a file name ending with '{format}' (the 'format' argument)",
                            f"'{ckpt_file_name}'")
+    path = os.path.realpath(os.fspath(ckpt_file_name))
     _wait_async_saves()                     # a save still being written in the background
     raw = _read_file(op, path)
     if format == "safetensors":

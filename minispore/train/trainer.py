@@ -323,14 +323,17 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
         evals["val_loss"].append(vl)
         return tl, vl
 
-    tqdm = _tqdm()
-    bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
-               desc="train", file=sys.stderr)
     t0 = time.perf_counter()
     train_time = 0.0
     it = start
     interrupted = False
     last_saved = start if tc.resume else None
+    if it == 0:                   # where the curves start (about ln(vocab_size) for a fresh model)
+        tl, vl = evaluate(0, tc.eval_iters)
+        print(f"iter 0: train loss {tl:.4f}, val loss {vl:.4f}")
+    tqdm = _tqdm()
+    bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
+               desc="train", file=sys.stderr)
     window_t, window_n = time.perf_counter(), 0
     with _StopFlag() as stop:
         try:

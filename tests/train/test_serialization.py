@@ -382,6 +382,10 @@ def test_missing_file_and_directory_raise_checkpoint_error(tmp_path):
     os.mkdir(tmp_path / "dir.safetensors")
     with pytest.raises(CheckpointError, match="is a directory"):
         load_checkpoint(str(tmp_path / "dir.safetensors"))
+    if os.path.exists("/dev/zero"):                                # an endless "file" is refused, not read
+        os.symlink("/dev/zero", tmp_path / "zero.safetensors")
+        with pytest.raises(CheckpointError, match="not a regular file"):
+            load_checkpoint(str(tmp_path / "zero.safetensors"))
 
 
 def test_a_pickle_is_never_executed(tmp_path):

@@ -129,7 +129,8 @@ def test_metrics_json_and_loss_plot(tmp_path):
     assert on_disk["final_val_loss"] == m["final_val_loss"]
     assert on_disk["tokens_per_s"] > 0 and on_disk["wall_time_s"] >= on_disk["train_time_s"] > 0
     assert len(on_disk["loss_history"]["train_loss"]) == 10
-    assert on_disk["eval_history"]["iter"] == [4, 8, 10]
+    assert on_disk["eval_history"]["iter"] == [0, 4, 8, 10]
+    assert on_disk["eval_history"]["val_loss"][0] > 4.0            # ~ ln(65) before training
     png = (tmp_path / "loss.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 

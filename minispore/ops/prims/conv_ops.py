@@ -17,6 +17,7 @@ from __future__ import annotations
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
+from ._nn_common import compute_dtype
 from . import _windows as Wn
 
 
@@ -58,7 +59,13 @@ def _im2col(x, w_shape, stride, pads, dilation, groups, out_hw):
     return win.transpose(0, 1, 2, 5, 6, 3, 4).reshape(n, groups, cg * kh * kw, out_hw[0] * out_hw[1])
 
 
+def _half_to_float32(*arrays):
+    """float16/bfloat16 have no BLAS matmul in NumPy (and accumulate poorly): compute in float32."""
+    return tuple(a.astype(compute_dtype(a), copy=False) for a in arrays)
+
+
 def _conv2d_kernel(x, w, stride, pads, dilation, groups):
+    x, w = _half_to_float32(x, w)
     n = x.shape[0]
     cout = w.shape[0]
     _, _, oh, ow = _geometry("conv2d", x.shape, w.shape, stride, pads, dilation, groups)
@@ -78,6 +85,7 @@ def _backprop_input_infer(dy, w, x_shape, stride, pads, dilation, groups):
 
 
 def _backprop_input_kernel(dy, w, x_shape, stride, pads, dilation, groups):
+    dy, w = _half_to_float32(dy, w)
     n, cin, h, wd = x_shape
     cout, cg, kh, kw = w.shape
     oh, ow = dy.shape[2:]
@@ -99,6 +107,7 @@ def _backprop_filter_infer(dy, x, w_shape, stride, pads, dilation, groups):
 
 
 def _backprop_filter_kernel(dy, x, w_shape, stride, pads, dilation, groups):
+    dy, x = _half_to_float32(dy, x)
     n = x.shape[0]
     cout = w_shape[0]
     oh, ow = dy.shape[2:]

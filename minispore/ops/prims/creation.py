@@ -20,14 +20,6 @@ from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 
-_TENSOR = (Tensor, AbstractTensor)
-
-
-def _tensor(op, arg, x):
-    """A Tensor (or, under graph capture, an AbstractTensor) - not an ndarray or a list."""
-    if not isinstance(x, _TENSOR):
-        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
-    return x
 
 
 __all__ = ["zeros", "ones", "full", "full_like", "arange", "linspace", "eye"]
@@ -102,7 +94,7 @@ def full(size, fill_value, *, dtype=None):
 
 
 def _full_like_infer(x, fill_value, dtype):
-    _tensor("full_like", "input", x)
+    C.tensor("full_like", "input", x)
     return AbstractTensor(x.shape, x.dtype if dtype is None else dtype)
 
 
@@ -127,7 +119,7 @@ def _arange_infer(start, end, step, dtype):
     if step == 0:
         raise C.OpValueError("arange", "a non-zero 'step'", "0")
     if (step > 0 and start >= end) or (step < 0 and start <= end):
-        raise C.OpValueError("arange", f"start < end for step > 0 (start > end for step < 0)",
+        raise C.OpValueError("arange", "start < end for step > 0 (start > end for step < 0)",
                              f"start={start}, end={end}, step={step}")
     return AbstractTensor((_arange_len(start, end, step),), dtype)
 

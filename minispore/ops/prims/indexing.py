@@ -49,15 +49,8 @@ __all__ = ["getitem", "setitem", "gather", "gather_elements", "gather_d", "index
 _TENSOR = (Tensor, AbstractTensor)
 
 
-def _tensor(op, arg, x):
-    """A Tensor (or, under graph capture, an AbstractTensor) - not an ndarray or a list."""
-    if not isinstance(x, _TENSOR):
-        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
-    return x
-
-
 def _int_indices(op, arg, x):
-    _tensor(op, arg, x)
+    C.tensor(op, arg, x)
     if x.dtype.kind not in ("int", "uint"):
         raise C.OpTypeError(op, f"'{arg}' to have an integer dtype", str(x.dtype))
     return x
@@ -77,7 +70,7 @@ def _check_range(op, arr, size, allow_negative, what="index"):
 # ------------------------------------------------------------------------------------------------
 # getitem
 def _getitem_infer(x, *index_tensors, spec):
-    _tensor("getitem", "input", x)
+    C.tensor("getitem", "input", x)
     for t in index_tensors:
         _int_indices("getitem", "index", t)
     return AbstractTensor(result_shape("getitem", x.shape, spec, [t.shape for t in index_tensors]), x.dtype)
@@ -98,7 +91,7 @@ def _getitem_bprop(inputs, out, dout, spec):
 
 
 def _getitem_grad_infer(dout, *index_tensors, spec, shape):
-    _tensor("getitem_grad", "dout", dout)
+    C.tensor("getitem_grad", "dout", dout)
     return AbstractTensor(shape, dout.dtype)
 
 
@@ -134,7 +127,7 @@ def getitem(x, index):
 # ------------------------------------------------------------------------------------------------
 # setitem: a pure primitive (out = old with the region replaced) that the in-place write records
 def _setitem_infer(x, value, *index_tensors, spec):
-    _tensor("setitem", "input", x)
+    C.tensor("setitem", "input", x)
     C.tensor_or_scalar("setitem", "value", value)
     for t in index_tensors:
         _int_indices("setitem", "index", t)
@@ -252,7 +245,7 @@ def setitem(x, index, value):
 # ------------------------------------------------------------------------------------------------
 # gather (MindSpore's Gather: a take along one axis, with optional batch dims)
 def _gather_check(op, params, indices, axis, batch_dims):
-    _tensor(op, "input_params", params)
+    C.tensor(op, "input_params", params)
     if len(params.shape) == 0:
         raise C.OpValueError(op, "'input_params' with at least 1 dimension", "a 0-d tensor")
     _int_indices(op, "input_indices", indices)
@@ -340,7 +333,7 @@ def gather(input_params, input_indices, axis, batch_dims=0):
 
 def index_select(input, axis, index):
     """`ops.index_select(input, axis, index)`: the entries of `input` along `axis` at the 1-D `index`."""
-    _tensor("index_select", "input", input)
+    C.tensor("index_select", "input", input)
     _int_indices("index_select", "index", index)
     if len(index.shape) != 1:
         raise C.OpValueError("index_select", "a 1-D 'index'", f"shape {tuple(index.shape)}")
@@ -351,7 +344,7 @@ def index_select(input, axis, index):
 # ------------------------------------------------------------------------------------------------
 # gather_elements (torch.gather) and scatter (its transpose with overwrite)
 def _elements_check(op, x, dim, index, x_arg="input"):
-    _tensor(op, x_arg, x)
+    C.tensor(op, x_arg, x)
     _int_indices(op, "index", index)
     d = C.axis(op, dim, len(x.shape))
     if len(index.shape) != len(x.shape):
@@ -464,8 +457,8 @@ def scatter(input, axis, index, src):
 # ------------------------------------------------------------------------------------------------
 # masked_fill
 def _masked_fill_infer(x, mask, value):
-    _tensor("masked_fill", "input_x", x)
-    _tensor("masked_fill", "mask", mask)
+    C.tensor("masked_fill", "input_x", x)
+    C.tensor("masked_fill", "mask", mask)
     if mask.dtype is not mstype.bool_:
         raise C.OpTypeError("masked_fill", "'mask' of dtype Bool", str(mask.dtype))
     C.tensor_or_scalar("masked_fill", "value", value)
@@ -550,7 +543,7 @@ def one_hot(indices, depth, on_value=1, off_value=0, axis=-1):
 # embedding
 def _embedding_infer(ids, weight, padding_idx, scale_grad_by_freq):
     _int_indices("embedding", "input", ids)
-    _tensor("embedding", "weight", weight)
+    C.tensor("embedding", "weight", weight)
     if len(weight.shape) != 2:
         raise C.OpValueError("embedding", "a 2-D 'weight' (num_embeddings, embedding_dim)",
                              f"shape {tuple(weight.shape)}")

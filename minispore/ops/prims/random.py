@@ -29,13 +29,6 @@ __all__ = ["uniform", "standard_normal", "normal", "randint", "rand", "randn", "
 _TENSOR = (Tensor, AbstractTensor)
 
 
-def _tensor(op, arg, x):
-    """A Tensor (or, under graph capture, an AbstractTensor) - not an ndarray or a list."""
-    if not isinstance(x, _TENSOR):
-        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
-    return x
-
-
 def _generator(seed):
     if seed is None:
         return context.rng()
@@ -130,7 +123,7 @@ def rand(*size, dtype=None, seed=None):
 
 def rand_like(input, seed=None, *, dtype=None):
     """`ops.rand_like(input, seed=None, *, dtype=None)`: U[0, 1) samples shaped like input."""
-    _tensor("rand_like", "input", input)
+    C.tensor("rand_like", "input", input)
     default = input.dtype if input.dtype.is_floating else mstype.float32
     return _uniform(0.0, 1.0, shape=tuple(input.shape), dtype=_float_dtype("rand_like", dtype, default),
                     seed=_seed_arg("rand_like", seed))
@@ -180,7 +173,7 @@ def randn(*size, dtype=None, seed=None):
 
 def randn_like(input, seed=None, *, dtype=None):
     """`ops.randn_like(input, seed=None, *, dtype=None)`: N(0, 1) samples shaped like input."""
-    _tensor("randn_like", "input", input)
+    C.tensor("randn_like", "input", input)
     default = input.dtype if input.dtype.is_floating else mstype.float32
     return _normal(0.0, 1.0, shape=tuple(input.shape), dtype=_float_dtype("randn_like", dtype, default),
                    seed=_seed_arg("randn_like", seed))
@@ -203,7 +196,7 @@ def randint(low, high, size, seed=None, *, dtype=None):
 # ------------------------------------------------------------------------------------------------
 # multinomial: sample category indices from (unnormalized) probability rows
 def _multinomial_infer(x, num_samples, replacement, seed):
-    C.floating("multinomial", "input", _tensor("multinomial", "input", x))
+    C.floating("multinomial", "input", x)
     if len(x.shape) not in (1, 2):
         raise C.OpValueError("multinomial", "a 1-D or 2-D 'input' of probabilities", f"shape {tuple(x.shape)}")
     n = C.int_attr("multinomial", "num_samples", num_samples, minimum=1)

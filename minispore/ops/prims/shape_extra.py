@@ -25,13 +25,6 @@ __all__ = ["squeeze", "expand_dims", "unsqueeze", "flatten", "concat", "cat", "s
 _TENSOR = (Tensor, AbstractTensor)
 
 
-def _tensor(op, arg, x):
-    """A Tensor (or, under graph capture, an AbstractTensor) - not an ndarray or a list."""
-    if not isinstance(x, _TENSOR):
-        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
-    return x
-
-
 def _is_int(v):
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
@@ -44,7 +37,7 @@ def _back_to_shape(inputs, out, dout, **attrs):
 # ------------------------------------------------------------------------------------------------
 # squeeze / expand_dims / flatten
 def _squeeze_infer(x, axis):
-    _tensor("squeeze", "input", x)
+    C.tensor("squeeze", "input", x)
     shape = tuple(x.shape)
     if axis is None:
         return AbstractTensor(tuple(s for s in shape if s != 1), x.dtype)
@@ -68,7 +61,7 @@ def squeeze(input, axis=None):
 
 
 def _expand_dims_infer(x, axis):
-    _tensor("expand_dims", "input_x", x)
+    C.tensor("expand_dims", "input_x", x)
     nd = len(x.shape)
     if not _is_int(axis):
         raise C.OpTypeError("expand_dims", "'axis' to be an int", f"{type(axis).__name__} {axis!r}")
@@ -101,7 +94,7 @@ def _flattened(shape, start_dim, end_dim):
 
 
 def _flatten_infer(x, start_dim, end_dim):
-    _tensor("flatten", "input", x)
+    C.tensor("flatten", "input", x)
     nd = len(x.shape)
     if not (_is_int(start_dim) and _is_int(end_dim) and 0 <= start_dim <= end_dim < nd):
         raise C.OpValueError("flatten", f"0 <= start_dim <= end_dim < {nd} (normalized)",
@@ -121,7 +114,7 @@ def flatten(input, order='C', *, start_dim=1, end_dim=-1):
     returns `input` itself. order='F' flattens in column-major order (MindSpore reverses all dims
     first). Note that MindSpore's *Tensor method* `t.flatten()` defaults to start_dim=0.
     """
-    _tensor("flatten", "input", input)
+    C.tensor("flatten", "input", input)
     if not isinstance(order, str):
         raise C.OpTypeError("flatten", "'order' to be a string", type(order).__name__)
     if order not in ("C", "F"):
@@ -254,7 +247,7 @@ def stack(tensors, axis=0):
 
 
 def _split_infer(x, sizes, axis):
-    _tensor("split", "tensor", x)
+    C.tensor("split", "tensor", x)
     shape = tuple(x.shape)
     ax = C.axis("split", axis, len(shape))
     if len(shape) == 0:
@@ -293,7 +286,7 @@ def split(tensor, split_size_or_sections, axis=0):
     """`ops.split(tensor, split_size_or_sections, axis=0)` -> tuple of views.
 
     An int gives pieces of that size (the last may be smaller); a tuple/list gives the sizes."""
-    _tensor("split", "tensor", tensor)
+    C.tensor("split", "tensor", tensor)
     ax = C.axis("split", axis, len(tensor.shape))
     if len(tensor.shape) == 0:
         raise C.OpValueError("split", "a tensor with at least 1 dimension", "a 0-d tensor")
@@ -304,7 +297,7 @@ def split(tensor, split_size_or_sections, axis=0):
 def chunk(input, chunks, axis=0):
     """`ops.chunk(input, chunks, axis=0)`: split into `chunks` pieces of size ceil(n / chunks) (the last
     may be smaller, and there may be fewer pieces when n is small, as in MindSpore/PyTorch)."""
-    _tensor("chunk", "input", input)
+    C.tensor("chunk", "input", input)
     if not _is_int(chunks):
         raise C.OpTypeError("chunk", "'chunks' to be an int", f"{type(chunks).__name__} {chunks!r}")
     if chunks <= 0:
@@ -329,7 +322,7 @@ def _tile_reps(op, x_ndim, dims):
 
 
 def _tile_infer(x, reps):
-    _tensor("tile", "input", x)
+    C.tensor("tile", "input", x)
     reps = _tile_reps("tile", len(x.shape), reps)
     shape = (1,) * (len(reps) - len(x.shape)) + tuple(x.shape)
     return AbstractTensor(tuple(s * r for s, r in zip(shape, reps)), x.dtype)
@@ -358,7 +351,7 @@ def tile(input, dims):
 
 
 def _repeat_infer(x, repeats, axis):
-    _tensor("repeat_interleave", "input", x)
+    C.tensor("repeat_interleave", "input", x)
     ax = C.axis("repeat_interleave", axis, len(x.shape))
     shape = list(x.shape)
     if len(shape) == 0:
@@ -406,7 +399,7 @@ _repeat_grad = defprim("repeat_interleave_grad", _repeat_grad_infer, _repeat_gra
 def repeat_interleave(input, repeats, axis=None):
     """`ops.repeat_interleave(input, repeats, axis=None)`: repeat each entry along `axis` (`repeats` an
     int, or one count per entry as a list/1-D Tensor). axis=None works on the flattened input."""
-    _tensor("repeat_interleave", "input", input)
+    C.tensor("repeat_interleave", "input", input)
     if isinstance(repeats, Tensor):
         repeats = repeats.asnumpy().reshape(-1).tolist() if repeats.ndim else int(repeats)
     if isinstance(repeats, (tuple, list)):
@@ -428,7 +421,7 @@ def repeat_interleave(input, repeats, axis=None):
 # ------------------------------------------------------------------------------------------------
 # flip / tril / triu
 def _flip_infer(x, dims):
-    _tensor("flip", "input", x)
+    C.tensor("flip", "input", x)
     if not isinstance(dims, tuple):
         raise C.OpTypeError("flip", "'dims' as a tuple or list of ints", type(dims).__name__)
     C.axes("flip", dims, len(x.shape))
@@ -450,7 +443,7 @@ def flip(input, dims):
 
 def _tri_infer(name):
     def infer(x, diagonal):
-        _tensor(name, "input", x)
+        C.tensor(name, "input", x)
         if len(x.shape) < 2:
             raise C.OpValueError(name, "an input with at least 2 dimensions", f"shape {tuple(x.shape)}")
         C.int_attr(name, "diagonal", diagonal)
@@ -490,7 +483,7 @@ def _pad_pairs(padding, ndim):
 
 
 def _pad_infer(x, padding, mode, value):
-    _tensor("pad", "input_x", x)
+    C.tensor("pad", "input_x", x)
     if not isinstance(padding, tuple) or not all(_is_int(p) for p in padding):
         raise C.OpTypeError("pad", "'padding' as a tuple or list of ints", repr(padding))
     nd = len(x.shape)

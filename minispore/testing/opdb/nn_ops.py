@@ -77,6 +77,7 @@ def _layer_norm_samples(rng, dtype):
     yield SampleInput((noncontig(rand(rng, (5, 4), dtype)), (4,), rand(rng, (4,), dtype), rand(rng, (4,), dtype)),
                       desc="non-contiguous")
     yield SampleInput((rand(rng, (3, 4), dtype, 50.0, 60.0), (4,)), desc="large offset (cancellation)")
+    yield SampleInput((rand(rng, (0, 4), dtype), (4,), rand(rng, (4,), dtype)), desc="no rows")
 
 
 def _layer_norm_grad_op(dy, x, w, normalized_shape, eps=1e-5):
@@ -200,6 +201,8 @@ def _loss_index_samples(rng, dtype, logits=True):
     yield SampleInput((noncontig(make((5, 6))), _int_targets(rng, (5,), 6)), desc="non-contiguous")
     yield SampleInput((make((3, 4)), np.full(3, -100, np.int64)), desc="all ignored: mean is nan", grad_args=())
     yield SampleInput((make((3, 4)), np.full(3, -100, np.int64)), {"reduction": "sum"}, desc="all ignored, sum")
+    yield SampleInput((make((0, 4)), np.zeros(0, np.int64)), {"reduction": "none"}, desc="empty batch, none")
+    yield SampleInput((make((0, 4)), np.zeros(0, np.int64)), {"reduction": "sum"}, desc="empty batch, sum")
 
 
 def _ce_samples(rng, dtype):
@@ -371,6 +374,7 @@ def _conv_samples(rng, dtype):
                       {"groups": 3, "pad_mode": "same"}, desc="depthwise")
     yield SampleInput((noncontig(rand(rng, (1, 2, 5, 5), dtype)), noncontig(rand(rng, (2, 2, 2, 2), dtype))),
                       desc="non-contiguous")
+    yield SampleInput((rand(rng, (0, 2, 4, 4), dtype), rand(rng, (3, 2, 2, 2), dtype)), desc="empty batch")
 
 
 def _conv_prim_attrs(kw):
@@ -382,6 +386,8 @@ def _conv_ref_from_attrs(x, w, attrs):
     return conv2d_ref(x, w, None, attrs["stride"], "pad", attrs["pads"], attrs["dilation"], attrs["groups"])
 
 
+# conv2d and avg_pool2d are linear in the differentiated input, so the complex step is exact for any
+# step size and at any point: h = 1 at zero.
 def _bp_input_op(dy, w, x_shape, **kw):
     return get_primitive("conv2d_backprop_input")(dy, w, x_shape=x_shape, **_conv_prim_attrs(kw))
 
