@@ -95,6 +95,9 @@ def attach():
         fn = getattr(F, name, None)
         if fn is not None:
             setattr(Tensor, name, fn)
+    Tensor.copy = lambda self: F.deepcopy(self)          # recorded, so gradients flow through copies
+    Tensor.flatten = lambda self, order="C", *, start_dim=0, end_dim=-1: F.flatten(
+        self, order, start_dim=start_dim, end_dim=end_dim)   # the method's start_dim is 0 (MindSpore)
     Tensor.reshape = _reshape
     Tensor.view = _reshape           # NumPy reshape returns a view whenever the layout allows
     Tensor.sum = _sum

@@ -157,26 +157,23 @@ def build_optimizer(model, tc: TrainConfig):
     from .. import nn
     schedule = nn.WarmupCosineDecayLR(tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.decay_iters)
     decay, no_decay = decay_groups(model)
+    groups = [{"params": decay, "weight_decay": tc.weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
     if tc.optimizer == "adamw":
         from ..mint.optim import AdamW
-        groups = [{"params": decay, "weight_decay": tc.weight_decay}]
-        if no_decay:
-            groups.append({"params": no_decay, "weight_decay": 0.0})
-        opt = AdamW(groups, lr=schedule.value_at(0), betas=(tc.beta1, tc.beta2), eps=tc.eps,
-                    weight_decay=tc.weight_decay)
+        # PyTorch-style: the loop writes the schedule's value into param_groups before each step
+        opt = AdamW(groups, lr=schedule.value_at(0), betas=(tc.beta1, tc.beta2), eps=tc.eps)
     else:
-        groups = [{"params": decay, "weight_decay": tc.weight_decay}]
-        if no_decay:
-            groups.append({"params": no_decay, "weight_decay": 0.0})
-        opt = nn.AdamWeightDecay(groups, learning_rate=schedule, beta1=tc.beta1, beta2=tc.beta2, eps=tc.eps,
-                                 weight_decay=tc.weight_decay)
+        # MindSpore-style: the optimizer evaluates the schedule cell at its own global_step
+        opt = nn.AdamWeightDecay(groups, learning_rate=schedule, beta1=tc.beta1, beta2=tc.beta2, eps=tc.eps)
     return opt, schedule
 
 
 def optimizer_step(opt) -> int:
     """Updates the optimizer has applied (its own step counter, saved in checkpoints)."""
     if hasattr(opt, "state_step"):
-        return int(opt.state_step._data)
+        return int(opt.state_step.asnumpy())
     return opt.step
 
 
@@ -210,7 +207,7 @@ def estimate_loss(model, data, batch_size, block_size, iters, seed) -> float:
 class _StopFlag:
     """Turns the first Ctrl-C (SIGINT) into a request to stop after the current iteration.
     A second Ctrl-C raises KeyboardInterrupt at once. Only the main thread can own signals;
-    elsewhere this does nothing (a KeyboardInterrupt is then handled by the loop's except)."""
+    elsewhere this does nothing (Ctrl-C then raises KeyboardInterrupt wherever the loop is)."""
 
     def __init__(self):
         self.requested = False

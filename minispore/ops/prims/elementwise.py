@@ -491,6 +491,15 @@ def stop_gradient(value):
     return _stop_gradient(value)
 
 
+_copy = defprim("copy", _unary_infer("copy"), np.copy, lambda i, o, d: (d,),
+                doc="a new tensor with its own storage (differentiable, unlike a NumPy copy)")
+
+
+def deepcopy(input_x):
+    """`ops.deepcopy(input_x)`: copy into new storage; gradients flow through it."""
+    return _copy(input_x)
+
+
 # zeros_like / ones_like are used by backward rules, so they live here
 def _like_infer(name):
     def infer(x, dtype=None):
@@ -513,4 +522,4 @@ def ones_like(input, *, dtype=None):
     return _ones_like(input, dtype=dtype)
 
 
-__all__ = ['abs', 'absolute', 'add', 'cast', 'ceil', 'cos', 'div', 'divide', 'eq', 'equal', 'erf', 'exp', 'floor', 'floor_divide', 'ge', 'greater', 'greater_equal', 'gt', 'isfinite', 'isinf', 'isnan', 'le', 'less', 'less_equal', 'log', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'not_equal', 'ones_like', 'pow', 'reciprocal', 'remainder', 'round', 'rsqrt', 'sign', 'sin', 'sqrt', 'square', 'stop_gradient', 'sub', 'subtract', 'true_divide', 'where', 'zeros_like']
+__all__ = ['abs', 'absolute', 'add', 'cast', 'ceil', 'cos', 'deepcopy', 'div', 'divide', 'eq', 'equal', 'erf', 'exp', 'floor', 'floor_divide', 'ge', 'greater', 'greater_equal', 'gt', 'isfinite', 'isinf', 'isnan', 'le', 'less', 'less_equal', 'log', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'not_equal', 'ones_like', 'pow', 'reciprocal', 'remainder', 'round', 'rsqrt', 'sign', 'sin', 'sqrt', 'square', 'stop_gradient', 'sub', 'subtract', 'true_divide', 'where', 'zeros_like']

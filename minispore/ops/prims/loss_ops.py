@@ -119,23 +119,26 @@ def _row_sums(a2):
 
 
 def _softmax_parts(x2):
-    """(z, e, s) for the rows of x2 (M, C): z = x2 - shift, e = exp(z), s = row sums of e, so that
-    log_softmax = z - log(s) and softmax = e / s. Callers combine these without materializing more
-    (M, C) arrays than they need: broadcasting a per-row value over short rows is itself a pass.
+    """(e, s, lse) for the rows of x2 (M, C): e = exp(x2 - shift), s = row sums of e, and
+    lse = log-sum-exp of each row. Then log_softmax = x2 - lse and softmax = e / s; callers combine
+    these without materializing more (M, C) arrays than they need (each fresh large array costs
+    page faults, and broadcasting a per-row value over short rows is a full pass).
 
     The usual stabilizing shift is the row maximum. Reducing over short rows is slow in NumPy, so
     the shift is the *global* maximum (one fast reduction), with a fallback to row maxima when some
     row's sum gets near underflow (a row far below the global maximum, or a nan/inf input). Both
     shifts give the same result up to the rounding of exp.
     """
-    z = x2 - x2.max() if x2.size else x2.copy()
-    e = np.exp(z)
+    shift = x2.max() if x2.size else x2.dtype.type(0)
+    e = np.exp(x2 - shift)
     s = _row_sums(e)
     if s.size and not s.min() > np.finfo(s.dtype).tiny * 2.0 ** 24:
-        z = x2 - x2.max(axis=-1, keepdims=True)
-        e = np.exp(z)
+        shift = x2.max(axis=-1, keepdims=True)
+        e = np.exp(x2 - shift)
         s = _row_sums(e)
-    return z, e, s
+        shift = shift[:, 0]
+    with np.errstate(divide="ignore"):
+        return e, s, np.log(s) + shift
 
 
 class _IndexTargets:
@@ -265,22 +268,20 @@ def _ce_infer(x, target, weight, ignore_index, reduction, label_smoothing):
 def _ce_kernel(x, target, weight, ignore_index, reduction, label_smoothing):
     dt = compute_dtype(x)
     x2 = _to_rows(x, x.ndim).astype(dt, copy=False)
-    z, _, s = _softmax_parts(x2)
-    with np.errstate(divide="ignore"):
-        lse = np.log(s)                                    # logp = z - lse, never materialized here
+    _, _, lse = _softmax_parts(x2)                        # logp = x2 - lse, never materialized here
     n_classes = x2.shape[1]
     out_shape = _without_class_dim(x.shape)
     ls = label_smoothing
     if target.dtype.kind == "f":
         c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
-        per = _row_sums(c) * lse - np.einsum("ij,ij->i", c, z)           # -sum_j c_j * logp_j
+        per = _row_sums(c) * lse - np.einsum("ij,ij->i", c, x2)          # -sum_j c_j * logp_j
         return _reduce_rows(per, x2.shape[0], reduction, out_shape)
     it = _IndexTargets("cross_entropy", target, weight, n_classes, ignore_index, reduction, dt)
     rowdot = None
     if ls:
         wsum = it.weight.sum() if it.weight is not None else n_classes
-        rowdot = _weighted_row_sums(z, it) - wsum * lse
-    return _index_loss(z[it.rows, it.ts] - lse, rowdot, it, ls, reduction, out_shape)
+        rowdot = _weighted_row_sums(x2, it) - wsum * lse
+    return _index_loss(x2[it.rows, it.ts] - lse, rowdot, it, ls, reduction, out_shape)
 
 
 def _ce_grad_infer(dout, x, target, weight, ignore_index, reduction, label_smoothing):
@@ -295,9 +296,8 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
     """(dx, log_softmax(x)) with dx = dout * (softmax(x) * sum_j c - c)."""
     dt = compute_dtype(x)
     x2 = _to_rows(x, x.ndim).astype(dt, copy=False)
-    logp2, e, s = _softmax_parts(x2)
-    with np.errstate(divide="ignore"):
-        logp2 -= np.log(s)[:, None]
+    e, s, lse = _softmax_parts(x2)
+    logp2 = x2 - lse[:, None]
     n_classes = x2.shape[1]
     d = _dout_rows(dout, reduction, dt)
     ls = label_smoothing

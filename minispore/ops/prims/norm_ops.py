@@ -102,7 +102,10 @@ def _layer_norm_grad_infer(dy, x, weight, normalized_shape, eps):
 
 
 def _layer_norm_grad_kernel(dy, x, weight, normalized_shape, eps):
-    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight (per row)."""
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight (per row).
+
+    Written to allocate only two (rows, n) arrays: fresh large arrays cost page faults, which on a
+    small machine take longer than the arithmetic."""
     k = len(normalized_shape)
     cdt = compute_dtype(x)
     x2 = _rows(x, k).astype(cdt, copy=False)
@@ -110,15 +113,17 @@ def _layer_norm_grad_kernel(dy, x, weight, normalized_shape, eps):
     xc, rstd = _layer_norm_stats(x2, eps)
     xhat = xc
     xhat *= rstd
-    g = dy2 * weight.reshape(-1) if weight is not None else dy2
     n = max(x2.shape[1], 1)
-    m1 = (_row_sums(g) / n)[:, None]
-    m2 = np.einsum("ij,ij->i", g, xhat)[:, None] / n
-    dx = g - m1
-    dx -= xhat * m2
-    dx *= rstd
     dw = np.einsum("ij,ij->j", dy2, xhat)
     db = np.ones(dy2.shape[0], dy2.dtype) @ dy2
+    g = dy2 * weight.reshape(-1) if weight is not None else dy2.copy()
+    m1 = (_row_sums(g) / n)[:, None]
+    m2 = np.einsum("ij,ij->i", g, xhat)[:, None] / n
+    xhat *= m2                                  # xhat is not needed any more: reuse its memory
+    dx = g
+    dx -= m1
+    dx -= xhat
+    dx *= rstd
     return dx.reshape(x.shape), dw.reshape(normalized_shape), db.reshape(normalized_shape)
 
 
@@ -243,11 +248,13 @@ def _rms_norm_grad_kernel(dy, drstd, x, gamma, epsilon):
     dy2 = _rows(dy, k).astype(cdt, copy=False)
     n = max(x2.shape[1], 1)
     r = _rms_rstd(x2, epsilon)
-    g = dy2 * gamma.reshape(-1)
+    g = dy2 * x2
+    dgamma = r[:, 0] @ g                        # sum_rows(dy * x * r)
+    np.multiply(dy2, gamma.reshape(-1), out=g)
     q = np.einsum("ij,ij->i", g, x2)[:, None] / n + drstd.reshape(-1, 1).astype(cdt, copy=False) / n
-    dx = g * r
+    dx = g
+    dx *= r
     dx -= x2 * (r ** 3 * q)
-    dgamma = np.einsum("ij,ij->j", dy2, x2 * r)
     return dx.reshape(x.shape), dgamma.reshape(gamma.shape)
 
 

@@ -1,0 +1,264 @@
+"""The O0 executor: run a graph node by node on the current backend ("kernel by kernel").
+
+Compiling a graph for O0 turns it into a *plan*: every Value gets a slot in a flat list (the
+"environment"), and every node becomes a step `(kernel, input slots, attrs, output slots, slots
+to free)`. Running the plan is then a tight loop with none of PyNative's per-op work: no shape
+inference (done once, at capture), no Tensor objects between ops, no autodiff tape.
+
+* **Kernels** are each primitive's *current* backend kernel (`prim.kernel`, rebound by
+  `set_context(device_target=...)`), looked up when the plan is built. Results are cast to the
+  inferred dtype as in PyNative (`MINISPORE_CHECK_KERNELS=1` also checks shapes).
+* **Memory**: the *last use* of every value is computed from the schedule; right after that node
+  runs the slot is cleared, so the buffer is freed as soon as nothing needs it (NumPy frees it when
+  the last view of it goes too). Graph outputs are kept; captures and constants are never owned.
+* **Captures** (Parameters and other tensors read by reference) are loaded into their slots when
+  a run starts and reloaded after each host call, the only step that can run Python code which
+  rebinds a Tensor's storage (an optimizer's `set_data`).
+* **Random** primitives draw from the global generator inside their kernels, i.e. at run time:
+  every run of a graph gets fresh numbers, in the same order as PyNative would draw them.
+* **Structural ops**: If picks a branch by the condition's value and runs that subgraph; While
+  runs cond/body until the condition is false; Call runs the callee; HostCall calls a Python
+  function on concrete Tensors (see ir.py). Subgraphs get their own plans, built once.
+
+`run(*arrays)` takes one NumPy array per graph param and returns a list with one entry per graph
+output: an array, a Python object (host call result), or the constant itself.
+`record_live=True` keeps, for tests and the memory passes to come, the set of live value ids
+after each step (`self.live_trace`).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..common.errors import MinisporeError, MinisporeRuntimeError, OpIndexError, OpTypeError, OpValueError
+from ..common.tensor import Tensor, _wrap
+from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Slot, Value
+
+_PRIM, _IF, _WHILE, _CALL, _HOST = range(5)
+_KIND = {IF: _IF, WHILE: _WHILE, CALL: _CALL, HOST_CALL: _HOST}
+
+
+def _check_kernels():
+    return os.environ.get("MINISPORE_CHECK_KERNELS", "0") == "1"
+
+
+class _Step:
+    """One node of the plan (slots instead of Values)."""
+
+    __slots__ = ("kind", "fn", "ins", "attrs", "outs", "frees", "npdt", "node", "sub")
+
+    def __init__(self, kind, fn, ins, attrs, outs, frees, npdt, node, sub=None):
+        self.kind, self.fn, self.ins, self.attrs, self.outs = kind, fn, ins, attrs, outs
+        self.frees, self.npdt, self.node, self.sub = frees, npdt, node, sub
+
+
+def _runtime_error(node, graph, err):
+    """A kernel failed at run time: say which node, of which graph, from which line."""
+    where = f"{node.where()}, graph '{graph.name}'"
+    if isinstance(err, MinisporeError):
+        if hasattr(err, "op"):
+            cls = type(err)
+            return cls(err.op, err.expected, err.got, where=where)
+        return err
+    cls = (OpTypeError if isinstance(err, TypeError) else OpIndexError if isinstance(err, IndexError)
+           else OpValueError if isinstance(err, ValueError) else None)
+    if cls is None:
+        return MinisporeRuntimeError(f"For '{node.op.name}', the kernel failed at run time: "
+                                     f"{type(err).__name__}: {err} (at {where})")
+    return cls(node.op.name, f"inputs its kernel accepts ({type(err).__name__}: {err})",
+               "values that fail at run time", where=where)
+
+
+def _conform(arr, aval, node, check):
+    if type(arr) is not np.ndarray:
+        arr = np.asarray(arr)
+    npdt = aval.dtype.np
+    if arr.dtype != npdt:
+        arr = arr.astype(npdt)
+    if check and arr.shape != aval.shape:
+        raise MinisporeRuntimeError(f"kernel for '{node.op.name}' returned shape {arr.shape}, "
+                                    f"inference said {aval.shape} (at {node.where()})")
+    return arr
+
+
+def _fill_template(template, args):
+    if isinstance(template, Slot):
+        return args[template.index]
+    if isinstance(template, tuple):
+        return tuple(_fill_template(t, args) for t in template)
+    if isinstance(template, list):
+        return [_fill_template(t, args) for t in template]
+    if isinstance(template, dict):
+        return {k: _fill_template(v, args) for k, v in template.items()}
+    return template
+
+
+class O0Executor:
+    """Runs one graph kernel by kernel. See the module docstring."""
+
+    def __init__(self, graph: Graph, record_live: bool = False):
+        self.graph = graph
+        self.record_live = record_live
+        self.live_trace: list[set] = []
+        self._build()
+
+    # -- planning ---------------------------------------------------------------------------------
+    def _build(self):
+        g = self.graph
+        slot_of: dict[int, int] = {}
+        template: list = []
+
+        def new_slot(v=None, init=None):
+            template.append(init)
+            if v is not None:
+                slot_of[v.id] = len(template) - 1
+            return len(template) - 1
+
+        for p in g.params:
+            new_slot(p)
+        self._capture_slots = [(new_slot(v), t) for v, t in g.captures]
+
+        def input_slot(x):
+            if isinstance(x, Value):
+                return slot_of[x.id]
+            return new_slot(init=x)          # a constant: its own slot, filled in the template
+
+        # last use of each node-output / param slot, from the schedule
+        last_use: dict[int, int] = {}
+        steps_ins = []
+        for i, node in enumerate(g.nodes):
+            ins = tuple(input_slot(x) for x in node.inputs)
+            steps_ins.append(ins)
+            for x in node.inputs:
+                if isinstance(x, Value) and x.kind != "capture":
+                    last_use[x.id] = i
+            for o in node.outputs:
+                new_slot(o)
+        keep = {o.id for o in g.outputs if isinstance(o, Value)}
+        frees_at: list[list[int]] = [[] for _ in g.nodes]
+        for i, node in enumerate(g.nodes):
+            for o in node.outputs:
+                if o.id not in keep:
+                    frees_at[last_use.get(o.id, i)].append(slot_of[o.id])
+        for p in g.params:
+            if p.id not in keep and p.id in last_use:
+                frees_at[last_use[p.id]].append(slot_of[p.id])
+
+        steps = []
+        for i, node in enumerate(g.nodes):
+            outs = tuple(slot_of[o.id] for o in node.outputs)
+            kind = _PRIM if node.is_primitive else _KIND[node.op]
+            npdt = tuple(o.aval.dtype.np if o.aval is not OPAQUE else None for o in node.outputs)
+            if kind == _PRIM:
+                fn = node.op.kernel            # the current backend's kernel
+                sub = None
+            elif kind == _IF:
+                fn = None
+                sub = (O0Executor(node.attrs["then_graph"]), O0Executor(node.attrs["else_graph"]))
+            elif kind == _WHILE:
+                fn = None
+                sub = (O0Executor(node.attrs["cond_graph"]), O0Executor(node.attrs["body_graph"]))
+            elif kind == _CALL:
+                fn = None
+                sub = O0Executor(node.attrs["graph"])
+            else:
+                fn = node.attrs["fn"]
+                sub = node.attrs.get("template")
+            attrs = node.attrs if kind == _PRIM else {}
+            steps.append(_Step(kind, fn, steps_ins[i], attrs, outs, tuple(frees_at[i]), npdt, node, sub))
+        self._steps = steps
+        self._template = template
+        self._out_slots = [slot_of[o.id] if isinstance(o, Value) else None for o in g.outputs]
+        self._outputs = list(g.outputs)
+        self._slot_value = {s: vid for vid, s in slot_of.items()}
+        self._n_params = len(g.params)
+
+    # -- running ------------------------------------------------------------------------------------
+    def _load_captures(self, env):
+        for s, t in self._capture_slots:
+            env[s] = t._data
+
+    def run(self, *arrays):
+        if len(arrays) != self._n_params:
+            raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {self._n_params} inputs, "
+                                        f"got {len(arrays)}")
+        env = self._template[:]
+        env[:self._n_params] = arrays
+        self._load_captures(env)
+        check = _check_kernels()
+        record = self.record_live
+        if record:
+            self.live_trace = []
+        for step in self._steps:
+            try:
+                if step.kind == _PRIM:
+                    ins, attrs = step.ins, step.attrs
+                    n = len(ins)
+                    if n == 2:
+                        r = step.fn(env[ins[0]], env[ins[1]], **attrs) if attrs else step.fn(env[ins[0]], env[ins[1]])
+                    elif n == 1:
+                        r = step.fn(env[ins[0]], **attrs) if attrs else step.fn(env[ins[0]])
+                    else:
+                        r = step.fn(*[env[i] for i in ins], **attrs)
+                    outs = step.outs
+                    if len(outs) == 1 and not step.node.multi:
+                        if type(r) is not np.ndarray or r.dtype is not step.npdt[0] or check:
+                            r = _conform(r, step.node.outputs[0].aval, step.node, check)
+                        env[outs[0]] = r
+                    else:
+                        for s, a, o in zip(outs, r, step.node.outputs):
+                            env[s] = _conform(a, o.aval, step.node, check)
+                else:
+                    self._run_structural(step, env)
+            except MinisporeError as e:
+                if getattr(e, "_graph_located", False):
+                    raise
+                err = _runtime_error(step.node, self.graph, e)
+                err._graph_located = True
+                raise err from e
+            except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
+                err = _runtime_error(step.node, self.graph, e)
+                err._graph_located = True
+                raise err from e
+            for s in step.frees:
+                env[s] = None
+            if record:
+                self.live_trace.append({self._slot_value[i] for i, v in enumerate(env)
+                                        if v is not None and i in self._slot_value})
+        return [env[s] if s is not None else c for s, c in zip(self._out_slots, self._outputs)]
+
+    def _run_structural(self, step, env):
+        kind = step.kind
+        args = [env[i] for i in step.ins]
+        if kind == _IF:
+            cond, operands = args[0], args[1:]
+            take = bool(np.asarray(cond).reshape(())) if not isinstance(cond, bool) else cond
+            results = (step.sub[0] if take else step.sub[1]).run(*operands)
+        elif kind == _WHILE:
+            cond_x, body_x = step.sub
+            carry = args
+            while bool(np.asarray(cond_x.run(*carry)[0]).reshape(())):
+                carry = body_x.run(*carry)
+            results = carry
+        elif kind == _CALL:
+            results = step.sub.run(*args)
+        else:
+            results = self._host_call(step, args)
+            self._load_captures(env)             # Python code ran: a Parameter may have new storage
+        for s, r, o in zip(step.outs, results, step.node.outputs):
+            env[s] = r if o.aval is OPAQUE else _conform(r, o.aval, step.node, False)
+
+    def _host_call(self, step, args):
+        """Run the Python function on Tensors made from the current arrays (JIT Fallback)."""
+        tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
+        call_args, call_kwargs = _fill_template(step.sub, tensors)
+        result = step.fn(*call_args, **call_kwargs)
+        outs = step.node.outputs
+        if len(outs) == 1 and outs[0].aval is OPAQUE:
+            return (result,)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        return tuple(r._data if isinstance(r, Tensor) else r for r in results)
+
+
+__all__ = ["O0Executor"]

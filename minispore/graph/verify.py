@@ -1,0 +1,171 @@
+"""The IR verifier: checks the invariants every pass and executor relies on.
+
+1. SSA: every Value is defined exactly once (a param, a capture, or one node output) and before
+   its first use; graph outputs are defined Values or constants.
+2. Types: re-running each primitive's inference rule on its input avals gives exactly the node's
+   output avals (shape and dtype), so no pass can silently change a value's type.
+3. Structure: subgraph signatures agree with the node that holds them (If branches take the
+   operands and return the outputs; While's cond takes the carry and returns one element, its body
+   maps the carry to itself; Call's callee takes the arguments and returns the outputs).
+
+Subgraphs are verified recursively; they are closed (they may not use a Value of an enclosing
+graph). `verify(graph)` returns None or raises `GraphVerifyError` naming the graph, the node and
+the user's source line.
+"""
+from __future__ import annotations
+
+from ..common.errors import MinisporeRuntimeError
+from ..ops.primitive import AbstractTensor
+from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Slot, Value
+from .printer import format_aval
+
+
+class GraphVerifyError(MinisporeRuntimeError):
+    """A graph breaks an IR invariant (a bug in a capture mode or a pass, not in user code)."""
+
+
+def _fail(graph, node, msg):
+    where = f" (node '{node.op.name}' from {node.where()})" if node is not None else ""
+    raise GraphVerifyError(f"graph '{graph.name}' is invalid: {msg}{where}")
+
+
+def _avals_equal(a, b):
+    if isinstance(a, AbstractTensor) and isinstance(b, AbstractTensor):
+        return a.shape == b.shape and a.dtype is b.dtype
+    return a is b
+
+
+def _sig(avals):
+    return "(" + ", ".join(format_aval(a) for a in avals) + ")"
+
+
+def _check_signature(graph, node, sub, in_avals, out_avals, what):
+    if not isinstance(sub, Graph):
+        _fail(graph, node, f"{what} must be a Graph, got {type(sub).__name__}")
+    got_in = sub.param_avals
+    if len(got_in) != len(in_avals) or not all(_avals_equal(a, b) for a, b in zip(got_in, in_avals)):
+        _fail(graph, node, f"{what} '{sub.name}' takes {_sig(got_in)} but is given {_sig(in_avals)}")
+    if out_avals is not None:
+        got_out = [o.aval if isinstance(o, Value) else None for o in sub.outputs]
+        if len(got_out) != len(out_avals) or not all(_avals_equal(a, b) for a, b in zip(got_out, out_avals)):
+            _fail(graph, node, f"{what} '{sub.name}' returns {_sig(got_out)}, expected {_sig(out_avals)}")
+
+
+def _is_scalar_condition(aval):
+    return isinstance(aval, AbstractTensor) and aval.size == 1
+
+
+def _input_aval(x):
+    return x.aval if isinstance(x, Value) else x
+
+
+def _check_primitive(graph, node):
+    args = [x.aval if isinstance(x, Value) else x for x in node.inputs]
+    for x in node.inputs:
+        if isinstance(x, Value) and x.aval is OPAQUE:
+            _fail(graph, node, "a primitive cannot take an opaque Python value (a host call result) as input")
+    try:
+        avals = node.op.infer(*args, **node.attrs)
+    except Exception as e:                  # noqa: BLE001 - report any inference failure as invalid IR
+        _fail(graph, node, f"inference rejects the node's inputs: {e}")
+    avals = avals if type(avals) is tuple else (avals,)
+    if len(avals) != len(node.outputs):
+        _fail(graph, node, f"inference gives {len(avals)} outputs, the node has {len(node.outputs)}")
+    for i, (a, o) in enumerate(zip(avals, node.outputs)):
+        if not _avals_equal(a, o.aval):
+            _fail(graph, node, f"output {i} is recorded as {format_aval(o.aval)} but inference gives {format_aval(a)}")
+
+
+def _check_structural(graph, node):
+    op = node.op
+    out_avals = [o.aval for o in node.outputs]
+    ins = [_input_aval(x) for x in node.inputs]
+    if op is IF:
+        if not node.inputs:
+            _fail(graph, node, "If needs a condition input")
+        cond = node.inputs[0]
+        if isinstance(cond, Value):
+            if not _is_scalar_condition(cond.aval):
+                _fail(graph, node, f"If's condition must have one element, got {format_aval(cond.aval)}")
+        elif not isinstance(cond, bool):
+            _fail(graph, node, f"If's condition must be a tensor Value or a bool, got {cond!r}")
+        for key in ("then_graph", "else_graph"):
+            _check_signature(graph, node, node.attrs.get(key), ins[1:], out_avals, f"If.{key}")
+    elif op is WHILE:
+        cond_g, body_g = node.attrs.get("cond_graph"), node.attrs.get("body_graph")
+        _check_signature(graph, node, cond_g, ins, None, "While.cond_graph")
+        if len(cond_g.outputs) != 1 or not isinstance(cond_g.outputs[0], Value) \
+                or not _is_scalar_condition(cond_g.outputs[0].aval):
+            _fail(graph, node, f"While.cond_graph '{cond_g.name}' must return one one-element tensor")
+        _check_signature(graph, node, body_g, ins, ins, "While.body_graph")
+        if not all(_avals_equal(a, b) for a, b in zip(ins, out_avals)) or len(ins) != len(out_avals):
+            _fail(graph, node, f"While's outputs {_sig(out_avals)} must equal its carry {_sig(ins)}")
+    elif op is CALL:
+        _check_signature(graph, node, node.attrs.get("graph"), ins, out_avals, "Call.graph")
+    elif op is HOST_CALL:
+        if not callable(node.attrs.get("fn")):
+            _fail(graph, node, "HostCall needs a callable 'fn' attribute")
+        _check_template(graph, node, node.attrs.get("template"), len(node.inputs))
+    else:
+        _fail(graph, node, f"unknown op {op!r}")
+    for sub in node.subgraphs():
+        verify(sub)
+
+
+def _check_template(graph, node, template, n_inputs):
+    seen = set()
+
+    def walk(t):
+        if isinstance(t, Slot):
+            seen.add(t.index)
+        elif isinstance(t, (tuple, list)):
+            for x in t:
+                walk(x)
+        elif isinstance(t, dict):
+            for x in t.values():
+                walk(x)
+    walk(template)
+    if seen != set(range(n_inputs)):
+        _fail(graph, node, f"HostCall template uses slots {sorted(seen)} for {n_inputs} inputs")
+
+
+def verify(graph: Graph) -> None:
+    """Check `graph` (and its subgraphs); raise GraphVerifyError on the first broken invariant."""
+    defined: set[int] = set()
+
+    def define(v, node=None):
+        if not isinstance(v, Value):
+            _fail(graph, node, f"expected a Value, got {type(v).__name__}")
+        if v.id in defined:
+            _fail(graph, node, f"value #{v.id} is defined twice")
+        defined.add(v.id)
+
+    for p in graph.params:
+        if p.kind != "param":
+            _fail(graph, None, f"param #{p.id} has kind '{p.kind}'")
+        define(p)
+    for v, t in graph.captures:
+        if v.kind != "capture" or v.producer is not t:
+            _fail(graph, None, f"capture #{v.id} does not refer to its tensor")
+        if tuple(t.shape) != v.aval.shape or t.dtype is not v.aval.dtype:
+            _fail(graph, None, f"capture '{v.name or v.id}' was {format_aval(v.aval)} but the tensor is now "
+                               f"{format_aval(AbstractTensor(t.shape, t.dtype))}")
+        define(v)
+    for node in graph.nodes:
+        for x in node.inputs:
+            if isinstance(x, Value) and x.id not in defined:
+                _fail(graph, node, f"uses value #{x.id} before it is defined (or from another graph)")
+        if node.is_primitive:
+            _check_primitive(graph, node)
+        else:
+            _check_structural(graph, node)
+        for i, o in enumerate(node.outputs):
+            if o.kind != "node" or o.producer != (node, i):
+                _fail(graph, node, f"output {i} does not point back to its node")
+            define(o, node)
+    for o in graph.outputs:
+        if isinstance(o, Value) and o.id not in defined:
+            _fail(graph, None, f"returns value #{o.id}, which is not defined in this graph")
+
+
+__all__ = ["verify", "GraphVerifyError"]
