@@ -13,9 +13,12 @@ from .common.tensor import Parameter, ParameterTuple, Tensor
 from .common.errors import MinisporeError, OpTypeError, OpValueError, MinisporeRuntimeError
 from . import ops
 from .backend import registry as _backend_registry          # noqa: F401  (backend selection)
+from .backend import host_memory as _host_memory            # noqa: F401  (malloc tuning, see module)
 from .backend import dispatch as _dispatch                  # noqa: F401  (installs the eager executor)
 from .autograd import GradOperation, grad, jvp, value_and_grad, vjp
 from .ops import stop_gradient
+from .jit import JitConfig, jit                              # graph mode (minispore/graph, jit.py)
+from . import graph                                         # noqa: F401  (ms.graph.dump / explain)
 
 _LAZY = {
     "nn": "minispore.nn",

@@ -25,6 +25,7 @@ from ..common import dtype as mstype
 from ..common import grad_state
 from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 from ..common.tensor import Parameter, ParameterTuple, Tensor, _wrap
+from ..jit import CELL_HOOK as _JIT_HOOK, cell_call as _jit_cell_call, set_cell_jit_config  # graph mode
 
 _DEFAULT_PARAM_NAME = "Parameter"
 
@@ -346,6 +347,10 @@ class Cell:
         raise NotImplementedError(f"{type(self).__name__} must implement construct()")
 
     def __call__(self, *args, **kwargs):
+        # Graph mode (minispore/jit.py `cell_call`): in GRAPH_MODE, or while jit captures a graph,
+        # the call is compiled / inlined into the graph / run as a host call. One attribute read.
+        if _JIT_HOOK.enabled:
+            return _jit_cell_call(self, args, kwargs, host=_runs_on_host(self))
         if self.__dict__.get("_plain_call"):
             return self.construct(*args, **kwargs)
         return self._call_slow(args, kwargs)
@@ -397,6 +402,10 @@ class Cell:
         grad_state.record(_CellBprop(self), tuple(args), {}, out)
         return out
 
+    def set_jit_config(self, jit_config):
+        """Graph-mode settings for this cell (a `minispore.JitConfig`), used under GRAPH_MODE."""
+        set_cell_jit_config(self, jit_config)
+
     # -- repr -----------------------------------------------------------------------------------
     def extend_repr(self):
         """Extra text shown inside `ClassName<...>`; layers override it."""
@@ -426,6 +435,14 @@ class Cell:
 
     def __bool__(self):
         return True
+
+
+def _runs_on_host(cell):
+    """Graph mode: optimizers and LR schedules compute on NumPy arrays in place (not with ops), so
+    inside a graph they run as host calls, eagerly, in program order. A Cell may opt in with a
+    `jit_host_call = True` class attribute."""
+    from .optim.optimizer import LearningRateSchedule, Optimizer
+    return isinstance(cell, (Optimizer, LearningRateSchedule)) or getattr(cell, "jit_host_call", False)
 
 
 def _any_tracked(args):

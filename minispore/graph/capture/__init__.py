@@ -111,6 +111,12 @@ def get_capture_mode(name: str):
 
 # -- the active capture --------------------------------------------------------------------------
 _active: list = []
+_listeners: list = []        # callables(active: bool), told when a capture starts or ends
+
+
+def add_capture_listener(fn):
+    """Call `fn(is_capturing())` whenever a capture starts or ends (jit keeps the Cell hook flag)."""
+    _listeners.append(fn)
 
 
 def is_capturing() -> bool:
@@ -133,12 +139,21 @@ def capture_scope(session):
     saved_depth, saved_needs = grad_state.depth, grad_state.needs_input_grad
     grad_state.depth, grad_state.needs_input_grad = 0, None
     _active.append(session)
+    for fn in _listeners:
+        fn(True)
     try:
         yield session
     finally:
         _active.pop()
         grad_state.depth, grad_state.needs_input_grad = saved_depth, saved_needs
+        for fn in _listeners:
+            fn(bool(_active))
 
 
 __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mode", "get_capture_mode",
-           "registered_capture_modes", "is_capturing", "current_capture", "capture_scope"]
+           "registered_capture_modes", "is_capturing", "current_capture", "capture_scope", "add_capture_listener"]
+
+
+from .trace import capture_trace as _capture_trace  # noqa: E402  (the built-in mode)
+
+register_capture_mode("trace", _capture_trace)

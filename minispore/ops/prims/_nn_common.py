@@ -3,22 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...common import dtype as mstype
 from ...common.tensor import Tensor
-from .. import _check as C
+from .._check import floating, tensor          # re-exported: the family checks through here
 
-
-def tensor(op: str, arg: str, x):
-    """Like `_check.tensor`, but a NumPy array (which also has .shape and .dtype) is refused too."""
-    C.tensor(op, arg, x)
-    if not isinstance(x.dtype, mstype.DType):
-        raise C.OpTypeError(op, f"'{arg}' to be a Tensor", type(x).__name__)
-    return x
-
-
-def floating(op: str, arg: str, x):
-    tensor(op, arg, x)
-    return C.floating(op, arg, x)
+__all__ = ["compute_dtype", "floating", "needs_grad", "tensor"]
 
 
 def needs_grad(t) -> bool:

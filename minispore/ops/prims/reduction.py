@@ -6,6 +6,8 @@ incoming gradient back over the reduced axes.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ...common import dtype as mstype
@@ -55,7 +57,12 @@ def _sum_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 def _mean_kernel(a, axis=(), keep_dims=False):
     axes = tuple(range(a.ndim)) if axis is None or axis == () or a.ndim == 0 else axis
-    return np.mean(a, axis=axes, keepdims=keep_dims, dtype=np.float32 if a.dtype.kind in "biu" else None)
+    dtype = np.float32 if a.dtype.kind in "biu" else None
+    if a.size == 0:                       # the mean of an empty slice is nan, quietly (like PyTorch)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.mean(a, axis=axes, keepdims=keep_dims, dtype=dtype)
+    return np.mean(a, axis=axes, keepdims=keep_dims, dtype=dtype)
 
 
 def _mean_bprop(inputs, out, dout, axis=(), keep_dims=False):

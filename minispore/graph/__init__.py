@@ -1,0 +1,33 @@
+"""Graph mode: one IR, capture modes, verification, execution (DESIGN.md §3).
+
+Read in this order:
+
+* ir.py          Value / Node / Graph (SSA, shapes and dtypes on every value), structural ops
+                 (If, While, Call, HostCall), GraphBuilder
+* printer.py     the text form; `dump`
+* verify.py      the invariants (SSA, types re-inferred, subgraph signatures)
+* pytree.py      how call arguments and results flatten into graph inputs/outputs
+* capture/       how Python becomes a graph: `trace` (here), `ast` and `bytecode` (registered
+                 with `register_capture_mode`); the contract is in capture/__init__.py
+* executor.py    O0: kernel by kernel, buffers freed after their last use
+* cache.py       guards and the compiled-graph cache
+* interpret.py   evaluate a graph through the current executor
+* autodiff.py    a compiled graph as one node of a PyNative tape (forward/backward split)
+* explain.py     `dump(fn, *args)` and `explain(fn, *args)`
+
+The public front door is `minispore.jit` (jit.py, one layer up).
+"""
+from .ir import (CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, GraphBuilder, Node, Slot, Value)
+from .printer import GraphText, format_graph
+from .verify import GraphVerifyError, verify
+from .executor import O0Executor
+from .capture import (CaptureRequest, CaptureResult, GraphBreak, register_capture_mode,
+                      registered_capture_modes)
+from .capture.trace import CaptureError, Tracer
+from .interpret import interpret
+from .explain import ExplainOutput, dump, explain
+
+__all__ = ["Graph", "GraphBuilder", "Node", "Value", "Slot", "IF", "WHILE", "CALL", "HOST_CALL", "OPAQUE",
+           "format_graph", "GraphText", "verify", "GraphVerifyError", "O0Executor", "CaptureRequest",
+           "CaptureResult", "GraphBreak", "register_capture_mode", "registered_capture_modes", "CaptureError",
+           "Tracer", "interpret", "dump", "explain", "ExplainOutput"]

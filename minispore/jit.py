@@ -1,0 +1,420 @@
+"""`minispore.jit`, `JitConfig` and graph mode for Cells: the front door to graph execution.
+
+    @ms.jit                                   # capture_mode="ast", jit_level="O0"
+    def step(x, y): ...
+
+    @ms.jit(capture_mode="trace", jit_level="O0", fullgraph=False)
+    def f(x): ...
+
+    class Net(nn.Cell):
+        @ms.jit
+        def construct(self, x): ...           # per-instance graph cache
+
+    ms.set_context(mode=ms.GRAPH_MODE)        # every Cell call compiles `construct`
+    net.set_jit_config(ms.JitConfig(jit_level="O0", capture_mode="trace"))
+
+What happens on a call (MindSpore 2.3+ semantics, mindspore_api.md §1):
+
+1. While another function is being captured, a jitted function is simply inlined into it.
+2. The call's guards (graph/cache.py: tensor shapes/dtypes, Python constants, globals...) select a
+   cached compiled graph; on a miss the function is captured by its capture mode
+   (graph/capture), verified (graph/verify.py), dumped if `MS_DEV_SAVE_GRAPHS=1` or
+   `MINISPORE_DUMP_IR=1`, and given an executor for its `jit_level`. Misses after the first are
+   logged with their reason on `logging.getLogger("minispore.jit")`.
+3. The graph runs. If an enclosing PyNative gradient is recording (`value_and_grad(jitted)`), it
+   runs as one tape node whose backward is itself a graph (graph/autodiff.py).
+
+Extension points (one call each):
+
+* `register_capture_mode(name, fn)` - `fn(CaptureRequest) -> CaptureResult` (graph/capture).
+  "trace" is built in; "ast" and "bytecode" fall back to "trace" with a one-time warning until
+  they are registered.
+* `register_jit_level(name, factory)` - `factory(graph) -> executor` with `.run(*arrays)`. "O0"
+  is graph/executor.py; "O1"/"O2" run as O0 and say so once until the compile-levels work lands.
+
+Graph-mode semantics that differ from PyNative (each is a test in tests/graph/test_semantics.py):
+Python side effects (print, list.append, global writes) run once, at capture; Python constants
+(arguments, globals, Cell attributes) are baked in and guarded; `x[i] = v` on a traced tensor
+rebinds `x` (other views of the old value are not updated); random ops draw fresh numbers on every
+run; optimizers (which update NumPy arrays in place) run as host calls in program order;
+`MS_JIT=0` runs everything eagerly.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+import warnings
+import weakref
+
+from .common import context, grad_state
+from .common.errors import OpTypeError, OpValueError
+from .common.tensor import _wrap
+from .graph import autodiff, pytree
+from .graph.cache import GlobalsGuard, GraphCache, CacheEntry, call_key
+from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, current_capture, get_capture_mode,
+                            is_capturing, register_capture_mode, registered_capture_modes)
+from .graph.capture import trace as _trace
+from .graph.executor import O0Executor
+from .graph.ir import OPAQUE, Value
+from .graph.printer import dump_enabled, format_graph
+from .graph.verify import verify
+
+CAPTURE_MODES = ("ast", "bytecode", "trace")
+JIT_LEVELS = ("O0", "O1", "O2")
+_KNOWN_OPTIONS = {"exec_order": ("bfs", "dfs"), "infer_boost": ("on", "off"),
+                  "disable_format_transform": (True, False), "auto_offload": ("weight", "activation", "all"),
+                  "recompile_limit": None}
+
+# -- jit levels ---------------------------------------------------------------------------------
+_LEVELS = {"O0": O0Executor}
+_warned: set = set()
+
+
+def register_jit_level(name: str, factory):
+    """Make `jit(jit_level=name)` build its executor with `factory(graph)`."""
+    _LEVELS[name] = factory
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
+def make_executor(graph, jit_level: str):
+    factory = _LEVELS.get(jit_level)
+    if factory is None:
+        _warn_once(("level", jit_level), f"jit: jit_level='{jit_level}' runs as 'O0' (kernel by kernel) in this "
+                                         f"minispore build; operator fusion (O1) and whole-graph sink (O2) "
+                                         f"are not implemented yet")
+        factory = O0Executor
+    return factory(graph)
+
+
+def _jit_disabled() -> bool:
+    return os.environ.get("MS_JIT", "1") == "0"
+
+
+# -- the decorator ------------------------------------------------------------------------------------
+def _check_args(capture_mode, jit_level, dynamic, fullgraph, backend, options):
+    if capture_mode not in CAPTURE_MODES:
+        raise OpValueError("jit", f"capture_mode in {list(CAPTURE_MODES)}", repr(capture_mode))
+    if jit_level not in JIT_LEVELS:
+        raise OpValueError("jit", f"jit_level in {list(JIT_LEVELS)}", repr(jit_level))
+    if dynamic not in (0, 1) or isinstance(dynamic, bool):
+        raise OpValueError("jit", "dynamic=0 (static shapes) or 1", repr(dynamic))
+    if not isinstance(fullgraph, bool):
+        raise OpTypeError("jit", "fullgraph as a bool", type(fullgraph).__name__)
+    if backend not in ("", "ms_backend", "GE"):
+        raise OpValueError("jit", "backend '' / 'ms_backend' (or the deprecated 'GE')", repr(backend))
+    for k, v in options.items():
+        if k not in _KNOWN_OPTIONS:
+            raise OpValueError("jit", f"options among {sorted(_KNOWN_OPTIONS)}", repr(k))
+        allowed = _KNOWN_OPTIONS[k]
+        if allowed is not None and v not in allowed:
+            raise OpValueError("jit", f"{k} in {list(allowed)}", repr(v))
+    if dynamic == 1:
+        _warn_once("dynamic", "jit: dynamic=1 is accepted but shapes are still specialised: each new input "
+                              "shape compiles a new graph (guarded by the cache)")
+    if backend == "GE":
+        _warn_once("GE", "jit: backend='GE' is deprecated in MindSpore and runs as 'ms_backend' here")
+
+
+def jit(function=None, *, capture_mode="ast", jit_level="O0", dynamic=0, fullgraph=False, backend="",
+        **options):
+    """Compile `function` into a graph on first call (MindSpore 2.3+ `jit`; see module docstring).
+
+    `capture_mode`: "ast" | "bytecode" | "trace". `jit_level`: "O0" | "O1" | "O2".
+    `fullgraph=True`: everything must compile (MindSpore's STRICT syntax level); host calls and
+    graph breaks become errors. `dynamic`: 0 or 1 (shapes are specialised either way).
+    `backend`: "" or "ms_backend". Options: exec_order, infer_boost, disable_format_transform,
+    auto_offload (accepted; no effect on CPU), recompile_limit.
+    """
+    _check_args(capture_mode, jit_level, dynamic, fullgraph, backend, options)
+    if function is None:
+        return lambda fn: jit(fn, capture_mode=capture_mode, jit_level=jit_level, dynamic=dynamic,
+                              fullgraph=fullgraph, backend=backend, **options)
+    if isinstance(function, JitFunction):
+        function = function.fn
+    if not callable(function):
+        raise OpTypeError("jit", "a function or method to compile", type(function).__name__)
+    return JitFunction(function, capture_mode, jit_level, dynamic, fullgraph, backend, options)
+
+
+class JitFunction:
+    """A function compiled on call. Use as a function or as a method (per-instance cache)."""
+
+    def __init__(self, fn, capture_mode="ast", jit_level="O0", dynamic=0, fullgraph=False, backend="",
+                 options=None, name=None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.capture_mode = capture_mode
+        self.jit_level = jit_level
+        self.dynamic = dynamic
+        self.fullgraph = fullgraph
+        self.backend = backend
+        self.options = dict(options or {})
+        self.name = name or getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__))
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        self.where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+        self._globals = GlobalsGuard(fn)
+        self._cache = None
+        self._instance_caches = weakref.WeakKeyDictionary()
+        self._id_caches: dict = {}
+
+    # `__minispore_jit__` lets graph.dump/explain reuse this function's settings
+    @property
+    def __minispore_jit__(self):
+        return self
+
+    def cache(self, instance=None) -> GraphCache:
+        """The graph cache (for a method: of one bound instance)."""
+        if instance is None:
+            if self._cache is None:
+                self._cache = GraphCache(self.name, self.where)
+            return self._cache
+        try:
+            c = self._instance_caches.get(instance)
+            if c is None:
+                c = self._instance_caches[instance] = GraphCache(self.name, self.where)
+        except TypeError:             # not weak-referenceable: keyed by id (lives as long as the function)
+            c = self._id_caches.setdefault(id(instance), GraphCache(self.name, self.where))
+        return c
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return _BoundJit(self, obj)
+
+    def __call__(self, *args, **kwargs):
+        return _call(self, self.fn, self.cache(), args, kwargs)
+
+    def compile(self, *args, **kwargs) -> CacheEntry:
+        """Compile (or find in the cache) the graph for these arguments without running it."""
+        return _lookup_or_compile(self, self.fn, self.cache(), args, kwargs)[0]
+
+    def __repr__(self):
+        return f"<jit {self.name} capture_mode={self.capture_mode} jit_level={self.jit_level}>"
+
+
+class _BoundJit:
+    """A jitted method bound to an instance: `self` is argument 0 (guarded by identity and state)."""
+
+    __slots__ = ("jf", "obj")
+
+    def __init__(self, jf, obj):
+        self.jf, self.obj = jf, obj
+
+    def __call__(self, *args, **kwargs):
+        return _call(self.jf, self.jf.fn, self.jf.cache(self.obj), (self.obj,) + args, kwargs)
+
+    def compile(self, *args, **kwargs):
+        return _lookup_or_compile(self.jf, self.jf.fn, self.jf.cache(self.obj), (self.obj,) + args, kwargs)[0]
+
+    @property
+    def __minispore_jit__(self):
+        return self
+
+    @property
+    def name(self):
+        return self.jf.name
+
+
+def _lookup_or_compile(jf, fn, cache, args, kwargs):
+    leaves, template = pytree.flatten_call(args, kwargs)
+    key = call_key(template, leaves, jf._globals)
+    entry, reason = cache.lookup(key, args, kwargs)
+    if entry is None:
+        limit = jf.options.get("recompile_limit")
+        if not cache.can_compile() if limit is None else cache.compiles >= limit:
+            if not cache.exhausted_warned:
+                cache.exhausted_warned = True
+                warnings.warn(f"jit: '{jf.name}' ({jf.where}) was recompiled {cache.compiles} times (last reason: "
+                              f"{reason}); running it eagerly for new guard values from now on",
+                              RuntimeWarning, stacklevel=4)
+            return None, leaves
+        entry = _compile(jf, fn, cache, key, args, kwargs, reason)
+    return entry, leaves
+
+
+def _call(jf, fn, cache, args, kwargs):
+    if _jit_disabled() or is_capturing():
+        return fn(*args, **kwargs)            # MS_JIT=0, or inlined into the graph being captured
+    entry, leaves = _lookup_or_compile(jf, fn, cache, args, kwargs)
+    if entry is None:
+        return fn(*args, **kwargs)
+    result = entry.result
+    if result.runner is not None:
+        return result.runner(args, kwargs)
+    if grad_state.depth:
+        flat = autodiff.run_with_tape(entry, leaves)
+        if flat is None:                     # higher-order gradient or control flow: run eagerly
+            return fn(*args, **kwargs)
+    else:
+        flat = _wrap_flat(entry.graph, entry.executor.run(*[t._data for t in leaves]))
+    return pytree.fill(result.out_template, flat)
+
+
+def _wrap_flat(graph, outs):
+    return [_wrap(r) if isinstance(o, Value) and o.aval is not OPAQUE else r for o, r in zip(graph.outputs, outs)]
+
+
+def _compile(jf, fn, cache, key, args, kwargs, reason):
+    t0 = time.perf_counter()
+    capture, mode = get_capture_mode(jf.capture_mode)
+    req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)
+    result = capture(req)
+    if not isinstance(result, CaptureResult):
+        raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
+    for g in result.graphs:
+        verify(g)
+    executor = None
+    if result.graph is not None and result.runner is None:
+        executor = make_executor(result.graph, jf.jit_level)
+    entry = CacheEntry(key, result, executor, time.perf_counter() - t0)
+    cache.note_compile(key, entry, reason)
+    if dump_enabled():
+        for g in result.graphs:
+            print(f"# minispore IR: '{jf.name}' ({jf.where}), capture_mode={mode}, jit_level={jf.jit_level}\n"
+                  f"{format_graph(g)}", file=sys.stderr)
+    return entry
+
+
+# -- JitConfig and graph mode for Cells ----------------------------------------------------------------
+class JitConfig:
+    """`JitConfig(jit_level="O1", exc_mode="auto", jit_syntax_level="", debug_level="RELEASE",
+    infer_boost="off", **kwargs)` (MindSpore 2.3; 2.10 changed the jit_level default to "").
+
+    Attach with `Cell.set_jit_config(cfg)`; GRAPH_MODE then compiles that cell with these settings.
+    `jit_syntax_level="STRICT"` means fullgraph=True. Extra kwargs: `capture_mode` ("ast" default).
+    """
+
+    def __init__(self, jit_level="O1", exc_mode="auto", jit_syntax_level="", debug_level="RELEASE",
+                 infer_boost="off", **kwargs):
+        if jit_level not in ("",) + JIT_LEVELS:
+            raise OpValueError("JitConfig", f"jit_level in {['', *JIT_LEVELS]}", repr(jit_level))
+        if exc_mode not in ("auto", "sink", "no_sink"):
+            raise OpValueError("JitConfig", "exc_mode in ['auto', 'sink', 'no_sink']", repr(exc_mode))
+        if jit_syntax_level not in ("", "STRICT", "LAX"):
+            raise OpValueError("JitConfig", "jit_syntax_level in ['', 'STRICT', 'LAX']", repr(jit_syntax_level))
+        if debug_level not in ("RELEASE", "DEBUG"):
+            raise OpValueError("JitConfig", "debug_level in ['RELEASE', 'DEBUG']", repr(debug_level))
+        if infer_boost not in ("on", "off"):
+            raise OpValueError("JitConfig", "infer_boost in ['on', 'off']", repr(infer_boost))
+        capture_mode = kwargs.pop("capture_mode", "ast")
+        if capture_mode not in CAPTURE_MODES:
+            raise OpValueError("JitConfig", f"capture_mode in {list(CAPTURE_MODES)}", repr(capture_mode))
+        self.jit_level = jit_level
+        self.exc_mode = exc_mode
+        self.jit_syntax_level = jit_syntax_level
+        self.debug_level = debug_level
+        self.infer_boost = infer_boost
+        self.capture_mode = capture_mode
+        self.jit_config_dict = {"jit_level": jit_level, "exc_mode": exc_mode, "jit_syntax_level": jit_syntax_level,
+                                "debug_level": debug_level, "infer_boost": infer_boost,
+                                "capture_mode": capture_mode, **kwargs}
+
+    def jit_options(self) -> dict:
+        """The `jit(...)` keyword arguments this config stands for."""
+        return {"capture_mode": self.capture_mode, "jit_level": self.jit_level or "O0",
+                "fullgraph": self.jit_syntax_level == "STRICT"}
+
+    def __repr__(self):
+        return f"JitConfig({self.jit_config_dict})"
+
+
+class _CellHookState:
+    """Read by `Cell.__call__` on every call: one attribute, True in GRAPH_MODE or during a capture."""
+    enabled = False
+
+
+CELL_HOOK = _CellHookState()
+
+
+def _refresh_hook():
+    CELL_HOOK.enabled = context.get_context("mode") == context.GRAPH_MODE or is_capturing()
+
+
+@context.on_context_change
+def _on_mode_change(key, value):
+    if key == "mode":
+        _refresh_hook()
+
+
+def _run_cell_python(cell, args, kwargs):
+    """Cell.__call__'s own body (hooks, mixed precision, custom bprop), without graph mode."""
+    if cell.__dict__.get("_plain_call"):
+        return cell.construct(*args, **kwargs)
+    return cell._call_slow(args, kwargs)
+
+
+def _cell_body(cell, *args, **kwargs):
+    return _run_cell_python(cell, args, kwargs)
+
+
+def cell_call(cell, args, kwargs, host=False):
+    """What `Cell.__call__` does when CELL_HOOK.enabled (see nn/cell.py).
+
+    * inside a capture: run the cell's Python (it is inlined into the graph), or - for cells that
+      must run on the host, such as optimizers - record a host call;
+    * in GRAPH_MODE: compile the cell's call into a graph (per cell instance, with the cell's
+      JitConfig; capture_mode "ast" by default) and run it.
+    """
+    session = current_capture()
+    if session is not None:
+        if host:
+            return session.host_call(_HostCellCall(cell), args, kwargs, type(cell).__name__)
+        return _run_cell_python(cell, args, kwargs)
+    if host or _jit_disabled() or context.get_context("mode") != context.GRAPH_MODE:
+        return _run_cell_python(cell, args, kwargs)
+    d = cell.__dict__
+    cfg = d.get("_jit_config")
+    opts = cfg.jit_options() if cfg is not None else {"capture_mode": "ast", "jit_level": "O0", "fullgraph": False}
+    jf = d.get("_jit_graph_fn")
+    if jf is None or d.get("_jit_graph_opts") != opts:
+        jf = JitFunction(_cell_body, opts["capture_mode"], opts["jit_level"], 0, opts["fullgraph"],
+                         name=f"{type(cell).__name__}.construct")
+        code = getattr(type(cell).construct, "__code__", None)
+        if code is not None:
+            jf.where = f"{code.co_filename}:{code.co_firstlineno}"
+        jf._globals = GlobalsGuard(type(cell).construct)
+        d["_jit_graph_fn"] = jf
+        d["_jit_graph_opts"] = opts
+    return jf(cell, *args, **kwargs)
+
+
+class _HostCellCall:
+    """The function a host call runs for a Cell: its Python call, outside graph mode."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell):
+        self.cell = cell
+
+    def __call__(self, *args, **kwargs):
+        return _run_cell_python(self.cell, args, kwargs)
+
+
+def set_cell_jit_config(cell, jit_config):
+    if not isinstance(jit_config, JitConfig):
+        raise OpTypeError("set_jit_config", "a JitConfig", type(jit_config).__name__)
+    cell.__dict__["_jit_config"] = jit_config
+
+
+# keep the hook flag in sync with captures (they start and stop in graph/capture)
+def _capture_hook(active: bool):
+    _refresh_hook()
+
+
+from .graph.capture import add_capture_listener as _add_listener  # noqa: E402
+
+_add_listener(_capture_hook)
+_refresh_hook()
+
+CaptureError = _trace.CaptureError
+
+__all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
+           "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",
+           "make_executor", "cell_call", "CELL_HOOK"]
