@@ -45,7 +45,6 @@ import functools
 import os
 import sys
 import time
-import warnings
 import weakref
 
 from .common import context, grad_state
@@ -54,7 +53,7 @@ from .common.tensor import _wrap
 from .graph import autodiff, pytree
 from .graph.cache import GlobalsGuard, GraphCache, CacheEntry, call_key
 from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, current_capture, get_capture_mode,
-                            is_capturing, register_capture_mode, registered_capture_modes)
+                            is_capturing, register_capture_mode, registered_capture_modes, warn_user)
 from .graph.capture import trace as _trace
 from .graph.executor import O0Executor
 from .graph.ir import OPAQUE, Value
@@ -80,7 +79,7 @@ def register_jit_level(name: str, factory):
 def _warn_once(key, msg):
     if key not in _warned:
         _warned.add(key)
-        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        warn_user(msg)
 
 
 def make_executor(graph, jit_level: str):
@@ -231,9 +230,8 @@ def _lookup_or_compile(jf, fn, cache, args, kwargs):
         if not cache.can_compile() if limit is None else cache.compiles >= limit:
             if not cache.exhausted_warned:
                 cache.exhausted_warned = True
-                warnings.warn(f"jit: '{jf.name}' ({jf.where}) was recompiled {cache.compiles} times (last reason: "
-                              f"{reason}); running it eagerly for new guard values from now on",
-                              RuntimeWarning, stacklevel=4)
+                warn_user(f"jit: '{jf.name}' ({jf.where}) was recompiled {cache.compiles} times (last reason: "
+                          f"{reason}); running it eagerly for new guard values from now on")
             return None, leaves
         entry = _compile(jf, fn, cache, key, args, kwargs, reason)
     return entry, leaves

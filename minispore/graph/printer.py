@@ -56,7 +56,7 @@ class _Namer:
 
 
 def _format_attrs(attrs) -> str:
-    shown = {k: v for k, v in attrs.items() if k not in ("fn", "template")}
+    shown = {k: v for k, v in attrs.items() if k not in ("fn", "template", "name")}
     if not shown:
         return ""
     return " {" + ", ".join(f"{k}={_format_const(v)}" for k, v in shown.items()) + "}"

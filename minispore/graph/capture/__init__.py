@@ -103,10 +103,19 @@ def get_capture_mode(name: str):
         return fn, name
     if name not in _warned_fallback:
         _warned_fallback.add(name)
-        warnings.warn(f"jit: capture_mode='{name}' is not available yet in this minispore build; "
-                      f"using capture_mode='trace' (Python control flow is specialised at compile time)",
-                      RuntimeWarning, stacklevel=4)
+        warn_user(f"jit: capture_mode='{name}' is not available yet in this minispore build; "
+                  f"using capture_mode='trace' (Python control flow is specialised at compile time)")
     return _MODES["trace"], "trace"
+
+
+def warn_user(message, category=RuntimeWarning):
+    """warnings.warn, attributed to the innermost frame of the user's code (not minispore's)."""
+    from .trace import user_source
+    src = user_source(2)
+    if src is None:
+        warnings.warn(message, category, stacklevel=2)
+    else:
+        warnings.warn_explicit(message, category, src[0], src[1], module=src[2])
 
 
 # -- the active capture --------------------------------------------------------------------------
@@ -151,7 +160,8 @@ def capture_scope(session):
 
 
 __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mode", "get_capture_mode",
-           "registered_capture_modes", "is_capturing", "current_capture", "capture_scope", "add_capture_listener"]
+           "registered_capture_modes", "is_capturing", "current_capture", "capture_scope", "add_capture_listener",
+           "warn_user"]
 
 
 from .trace import capture_trace as _capture_trace  # noqa: E402  (the built-in mode)
