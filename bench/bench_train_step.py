@@ -219,7 +219,6 @@ def main(argv=None):
                                       "OMP_NUM_THREADS") if k in os.environ}
     print(f"env: {env or '(no OPENBLAS_*/OMP_* set)'}")
     if with_torch:   # same model, same weights: the first losses agree
-        x, y = batches[0]["minispore"]
         first = {name: steps[name](*batches[0][name]) for name in ("minispore", "torch")}
         print(f"first-step loss: minispore {first['minispore']:.5f}, torch {first['torch']:.5f}")
 

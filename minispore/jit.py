@@ -51,7 +51,7 @@ from .common import context, grad_state
 from .common.errors import OpTypeError, OpValueError
 from .common.tensor import _wrap
 from .graph import autodiff, pytree
-from .graph.cache import GlobalsGuard, GraphCache, CacheEntry, call_key
+from .graph.cache import CacheEntry, GlobalsGuard, GraphCache, StateGuard, call_key, state_roots
 from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, current_capture, get_capture_mode,
                             is_capturing, register_capture_mode, registered_capture_modes, warn_user)
 from .graph.capture import trace as _trace
@@ -139,6 +139,10 @@ def jit(function=None, *, capture_mode="ast", jit_level="O0", dynamic=0, fullgra
         function = function.fn
     if not callable(function):
         raise OpTypeError("jit", "a function or method to compile", type(function).__name__)
+    if hasattr(function, "construct") and hasattr(function, "cells_and_names"):
+        # a Cell instance: compile its call, with the cell as a guarded argument (its state counts)
+        return _BoundJit(_cell_jit_function(function, capture_mode, jit_level, fullgraph, dynamic, backend,
+                                            options), function)
     return JitFunction(function, capture_mode, jit_level, dynamic, fullgraph, backend, options)
 
 
@@ -271,7 +275,9 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     executor = None
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)
-    entry = CacheEntry(key, result, executor, time.perf_counter() - t0)
+    _, template = pytree.flatten_call(args, kwargs)
+    state = StateGuard(state_roots(template, jf._globals))
+    entry = CacheEntry(key, result, executor, time.perf_counter() - t0, state)
     cache.note_compile(key, entry, reason)
     if dump_enabled():
         for g in result.graphs:
@@ -372,15 +378,23 @@ def cell_call(cell, args, kwargs, host=False):
     opts = cfg.jit_options() if cfg is not None else {"capture_mode": "ast", "jit_level": "O0", "fullgraph": False}
     jf = d.get("_jit_graph_fn")
     if jf is None or d.get("_jit_graph_opts") != opts:
-        jf = JitFunction(_cell_body, opts["capture_mode"], opts["jit_level"], 0, opts["fullgraph"],
-                         name=f"{type(cell).__name__}.construct")
-        code = getattr(type(cell).construct, "__code__", None)
-        if code is not None:
-            jf.where = f"{code.co_filename}:{code.co_firstlineno}"
-        jf._globals = GlobalsGuard(type(cell).construct)
+        jf = _cell_jit_function(cell, opts["capture_mode"], opts["jit_level"], opts["fullgraph"])
         d["_jit_graph_fn"] = jf
         d["_jit_graph_opts"] = opts
     return jf(cell, *args, **kwargs)
+
+
+def _cell_jit_function(cell, capture_mode, jit_level, fullgraph, dynamic=0, backend="", options=None):
+    """A JitFunction compiling `cell(*args)` (hooks and all), the cell being argument 0."""
+    construct = type(cell).construct
+    construct = getattr(construct, "fn", construct)          # a @jit-decorated construct
+    jf = JitFunction(_cell_body, capture_mode, jit_level, dynamic, fullgraph, backend, options,
+                     name=f"{type(cell).__name__}.construct")
+    code = getattr(construct, "__code__", None)
+    if code is not None:
+        jf.where = f"{code.co_filename}:{code.co_firstlineno}"
+    jf._globals = GlobalsGuard(construct)
+    return jf
 
 
 class _HostCellCall:

@@ -77,7 +77,7 @@ def eager_execute(prim, inputs, attrs):
     Per-op cost matters here (an 8x8 add is ~0.25 µs of NumPy and every extra microsecond of
     bookkeeping shows in small models), so the common cases are spelled out instead of going
     through generic helpers: calls without attributes skip `**attrs`, one and two inputs skip the
-    unwrapping list, and a single float/int ndarray result of the inferred dtype is wrapped inline.
+    unwrapping list, and a single ndarray result already of the inferred dtype is wrapped inline.
     The general path (`_conform`, `_wrap`) handles everything else with identical results.
     """
     try:

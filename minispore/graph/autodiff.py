@@ -32,8 +32,6 @@ from __future__ import annotations
 
 from ..common import grad_state
 from ..common.tensor import Tensor, _wrap
-from ..ops.primitive import set_executor
-from .capture import capture_scope
 from .executor import O0Executor
 from .interpret import interpret
 from .ir import IF, OPAQUE, WHILE, Graph, Node, Value
@@ -65,25 +63,24 @@ class GraphSplit:
 
 def build_split(graph: Graph, ml, mc) -> GraphSplit:
     from ..autograd import tape
-    from .capture.trace import TraceSession, Tracer
+    from .capture.trace import TraceSession
 
     session = TraceSession(graph.name + "_grad", graph.source_fn)
     b = session.builder
     env, leaves = {}, []
     for p, tracked in zip(graph.params, ml):
-        tr = Tracer.make(b.param(p.aval, p.name), session)
+        tr = session.param(p.aval, p.name)
         env[p.id] = tr
         if tracked:
             leaves.append(tr)
     for (v, t), tracked in zip(graph.captures, mc):
         if tracked:                           # a tracked capture becomes an explicit input of F
-            tr = Tracer.make(b.param(v.aval, v.name), session)
+            tr = session.param(v.aval, v.name)
             env[v.id] = tr
             leaves.append(tr)
     n_fwd_params = len(b.params)
 
-    with capture_scope(session):
-        saved = set_executor(session.execute)
+    with session.running():
         try:
             for tr in leaves:
                 tr._node = tape.Node(None, (), {}, tr, ())
@@ -95,12 +92,10 @@ def build_split(graph: Graph, ml, mc) -> GraphSplit:
                 grad_state.depth -= 1
             diff = [i for i, o in enumerate(outs)
                     if isinstance(o, Tensor) and o._node is not None and o.dtype.is_floating]
-            douts = [Tracer.make(b.param(outs[i].aval if hasattr(outs[i], "aval") else
-                                         _aval(outs[i])), session) for i in diff]
+            douts = [session.param(outs[i]) for i in diff]
             grads, order = tape.backward([outs[i] for i in diff], douts, leaf_nodes)
             tape.release(order)
         finally:
-            set_executor(saved)
             for tr in leaves:
                 tr._node = None
     session.finished = True
@@ -116,11 +111,6 @@ def build_split(graph: Graph, ml, mc) -> GraphSplit:
     grad_vals = [session.value_of(g) if g is not None else None for g in grads]
     dout_ids = {p.id for p in b.params[n_fwd_params:]}
     return _split(graph.name, b, n_fwd_params, dout_ids, fwd_outs, grad_vals, diff, graph.source_fn)
-
-
-def _aval(t):
-    from ..ops.primitive import AbstractTensor
-    return AbstractTensor(t.shape, t.dtype)
 
 
 def _split(name, b, n_fwd_params, dout_ids, fwd_outs, grad_vals, diff, source_fn) -> GraphSplit:

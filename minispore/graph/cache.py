@@ -6,15 +6,18 @@ A compiled graph is only valid for the assumptions made while capturing it. Each
 * **tensor inputs**: shape and dtype of every tensor leaf of the arguments (TENSOR_MATCH);
 * **Python constants** among the arguments: their values (ints, floats, bools, strings, None,
   dtypes; tuples/lists/dicts compared item by item) - they were baked into the graph;
-* **objects** among the arguments (a Cell as `self`, a config object): identity, plus the values of
-  their plain scalar attributes and those of the objects held in their dict attributes (a Cell's
-  sub-cells): `cell.set_train(False)` or a changed dropout rate recompiles;
+* **objects** among the arguments (a Cell as `self`, a config object): identity in the key;
+* **object state** (`StateGuard`): the plain scalar attributes of those objects, of the objects
+  the function's closure/globals hold (one function deep: `grad_fn` -> `net`), and of every object
+  in their dict attributes (a Cell's sub-cells), plus the identity of each sub-cell and Parameter:
+  `net.set_train(False)`, a changed dropout rate or a replaced Parameter selects another graph;
 * **globals and closure variables** the function's code names: a Tensor or other object by
   identity (a rebound global gets a new graph), a Python scalar/string/tuple by value;
 * **captured tensors**: each still has the shape and dtype it had at capture;
 * whatever a capture mode adds (`CaptureResult.guards`).
 
-The cache holds several entries per function (one per guard set). A miss recompiles and logs the
+The cache holds several entries per function (one per guard set; entries with the same key are
+tried in turn, so a cell toggled between train and eval keeps both graphs). A miss recompiles and logs the
 reason on the `minispore.jit` logger (`logging.getLogger("minispore.jit")`, INFO), e.g.
 "recompiling 'step' (test.py:10): argument tensor 0 shape (4, 8) -> (5, 8)". After
 `RECOMPILE_LIMIT` compiles (8, as in TorchDynamo; env MINISPORE_JIT_RECOMPILE_LIMIT) the function
@@ -23,6 +26,7 @@ warns once and runs eagerly for guard sets it has not seen, instead of thrashing
 from __future__ import annotations
 
 import logging
+import operator
 import os
 import types
 
@@ -40,33 +44,148 @@ _SKIP_IDENTITY = (types.ModuleType, types.BuiltinFunctionType, type)
 _FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
 
 
+# -- object state ---------------------------------------------------------------------------------
+_MAX_DICT = 256        # larger dicts (a dataset's index, a cache) are not walked
+
+
+class _Check:
+    """Scalar values and member identities of one dict (an object's __dict__ or a dict attribute)."""
+
+    __slots__ = ("label", "d", "skeys", "svals", "ikeys", "ids", "sget", "iget")
+
+    def __init__(self, label, d, skeys, svals, ikeys, ids):
+        self.label, self.d = label, d
+        self.skeys, self.svals, self.ikeys, self.ids = tuple(skeys), tuple(svals), tuple(ikeys), tuple(ids)
+        self.sget = _getter(self.skeys)
+        self.iget = _getter(self.ikeys)
+
+    def failure(self):
+        d = self.d
+        try:
+            if self.skeys and self.sget(d) != self.svals:
+                for k, v in zip(self.skeys, self.svals):
+                    if d.get(k, _MISSING) != v:
+                        return f"{self.label}.{k} changed: {v!r} -> {d.get(k, '<deleted>')!r}"
+            if self.ikeys and tuple(map(id, self.iget(d))) != self.ids:
+                for k, i in zip(self.ikeys, self.ids):
+                    if id(d.get(k)) != i:
+                        return f"{self.label}.{k} was replaced by another object"
+        except KeyError as e:
+            return f"{self.label}.{e.args[0]} was deleted"
+        return None
+
+
+def _getter(keys):
+    if not keys:
+        return None
+    g = operator.itemgetter(*keys)
+    return g if len(keys) > 1 else (lambda d, _g=g: (_g(d),))
+
+
+def _is_stateful(v):
+    return hasattr(v, "__dict__") and not isinstance(v, (Tensor, np.ndarray, _FUNCTIONS, _SKIP_IDENTITY))
+
+
+class StateGuard:
+    """Guards the Python state a trace may have read from objects: for each root object (a Cell
+    passed as `self`, an object among the arguments, objects the function's closure/globals hold)
+    the plain scalar attributes (`training`, a dropout rate, flags) and, through dict attributes
+    (a Cell's `_cells` / `_params`), the same for every sub-object plus the identity of each member
+    (a replaced Parameter or sub-cell recompiles). Built once at compile time; checking it reads a
+    few hundred dict entries with `operator.itemgetter`.
+    """
+
+    def __init__(self, roots):
+        self.checks: list[_Check] = []
+        seen: set = set()
+        for label, obj in roots:
+            self._walk(label, obj, seen)
+
+    def _walk(self, label, obj, seen):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        d = getattr(obj, "__dict__", None)
+        if not isinstance(d, dict) or len(d) > _MAX_DICT:
+            return
+        skeys, svals = [], []
+        for k, v in d.items():
+            if k.startswith("_jit"):
+                continue
+            if type(v) in _SCALARS or isinstance(v, DType):
+                skeys.append(k)
+                svals.append(v)
+            elif isinstance(v, dict) and len(v) <= _MAX_DICT:
+                # registry dicts (`_cells`, `_params`) read as attributes: `self.layers.0`
+                sub = label if k.startswith("_") else f"{label}.{k}"
+                self._walk_dict(sub, v, seen)
+        if skeys:
+            self.checks.append(_Check(label, d, skeys, svals, (), ()))
+
+    def _walk_dict(self, label, d, seen):
+        skeys, svals, ikeys, ids, subs = [], [], [], [], []
+        for k, v in d.items():
+            if type(v) in _SCALARS:
+                skeys.append(k)
+                svals.append(v)
+            elif isinstance(v, Tensor) or _is_stateful(v):
+                ikeys.append(k)
+                ids.append(id(v))
+                if not isinstance(v, Tensor):
+                    subs.append((f"{label}.{k}", v))
+        if skeys or ikeys:
+            self.checks.append(_Check(label, d, skeys, svals, ikeys, ids))
+        for sub_label, v in subs:
+            self._walk(sub_label, v, seen)
+
+    def failure(self):
+        for c in self.checks:
+            r = c.failure()
+            if r is not None:
+                return r
+        return None
+
+
+def state_roots(template, globals_guard):
+    """The objects whose state a trace may read: object arguments, then closure/global objects
+    (and, one function deep, the objects *their* closures hold: `grad_fn` -> `net`)."""
+    roots = []
+
+    def from_template(t, path):
+        if isinstance(t, (tuple, list)):
+            for i, x in enumerate(t):
+                from_template(x, f"{path}[{i}]")
+        elif isinstance(t, dict):
+            for k, x in t.items():
+                from_template(x, f"{path}[{k!r}]")
+        elif _is_stateful(t) and not isinstance(t, Slot):
+            roots.append((path, t))
+
+    args, kwargs = template
+    for i, a in enumerate(args):
+        from_template(a, "self" if i == 0 and hasattr(a, "construct") else f"args[{i}]")
+    for k, v in kwargs.items():
+        from_template(v, k)
+    if globals_guard is not None:
+        for label, v in globals_guard.objects():
+            _closure_roots(label, v, roots, depth=3)
+    return roots
+
+
+def _closure_roots(label, v, roots, depth):
+    if _is_stateful(v):
+        roots.append((label, v))
+    elif isinstance(v, _FUNCTIONS) and depth > 0:
+        f = _unwrap(v)
+        for name, cell in zip(getattr(getattr(f, "__code__", None), "co_freevars", ()),
+                              getattr(f, "__closure__", None) or ()):
+            try:
+                _closure_roots(name, cell.cell_contents, roots, depth - 1)
+            except ValueError:
+                pass
+
+
 # -- turning arguments into hashable guard tokens -------------------------------------------------------
-def object_state(obj, _seen=None):
-    """Identity plus plain scalar attributes of `obj` and of objects in its dict attributes."""
-    seen = _seen if _seen is not None else set()
-    if id(obj) in seen:
-        return ("seen", id(obj))
-    seen.add(id(obj))
-    d = getattr(obj, "__dict__", None)
-    if d is None:
-        return ("id", id(obj))
-    items = []
-    for k, v in d.items():
-        if k.startswith("_jit"):
-            continue
-        tv = type(v)
-        if tv in _SCALARS or isinstance(v, DType):
-            items.append((k, v))
-        elif isinstance(v, dict):
-            # a Cell's children live in `_cells` (an OrderedDict): their state matters too
-            for kk, vv in v.items():
-                if type(vv) in _SCALARS:
-                    items.append((k, kk, vv))
-                elif hasattr(vv, "__dict__") and not isinstance(vv, (Tensor, _FUNCTIONS, _SKIP_IDENTITY)):
-                    items.append((k, kk, object_state(vv, seen)))
-    return ("obj", id(obj), tuple(items))
-
-
 def constant_token(x):
     """A hashable stand-in for one non-tensor leaf of the arguments."""
     t = type(x)
@@ -86,19 +205,49 @@ def constant_token(x):
         return (t.__name__, tuple(constant_token(v) for v in x))
     if t is slice:
         return ("slice", x.start, x.stop, x.step)
-    if isinstance(x, _SKIP_IDENTITY) or callable(x) and not hasattr(x, "construct"):
-        return ("id", id(x))
-    return object_state(x)
+    return ("id", id(x))            # objects: identity here, their state in StateGuard
 
 
-def _describe_token(tok) -> str:
+def _readable(tok) -> str:
+    """A guard token back in Python-like text, for recompile messages."""
+    if tok is _NOT_GIVEN:
+        return "<not given>"
     if isinstance(tok, tuple) and len(tok) == 2 and isinstance(tok[0], type):
         return repr(tok[1])
-    if isinstance(tok, tuple) and tok and tok[0] == "obj":
-        return f"object state {tok[2]!r}"[:120]
-    if isinstance(tok, tuple) and tok and tok[0] == "id":
-        return f"object id {tok[1]:#x}"
+    if isinstance(tok, tuple) and tok:
+        kind = tok[0]
+        if kind == "tensor":
+            return "a Tensor"
+        if kind == "id":
+            return f"object at {tok[1]:#x}"
+        if kind == "dtype":
+            return tok[1]
+        if kind in ("tuple", "list") or (isinstance(kind, str) and len(tok) == 2 and isinstance(tok[1], tuple)):
+            inner = ", ".join(_readable(x) for x in tok[1])
+            return f"[{inner}]" if kind == "list" else f"({inner})"
+        if kind == "dict":
+            return "{" + ", ".join(f"{k!r}: {_readable(v)}" for k, v in tok[1]) + "}"
     return repr(tok)[:120]
+
+
+_NOT_GIVEN = object()
+
+
+def _diff_arguments(old, new):
+    """First difference between the constant parts of two calls' (args, kwargs)."""
+    (oa, ok), (na, nk) = old[1], new[1]
+    oa, na = oa[1], na[1]
+    if len(oa) != len(na):
+        return f"number of positional arguments {len(oa)} -> {len(na)}"
+    for i, (a, b) in enumerate(zip(oa, na)):
+        if a != b:
+            return f"argument {i} changed: {_readable(a)} -> {_readable(b)}"
+    od, nd = dict(ok[1]), dict(nk[1])
+    for k in sorted(set(od) | set(nd)):
+        a, b = od.get(k, _NOT_GIVEN), nd.get(k, _NOT_GIVEN)
+        if a != b:
+            return f"keyword argument '{k}' changed: {_readable(a)} -> {_readable(b)}"
+    return "arguments changed"
 
 
 # -- globals and closures -------------------------------------------------------------------------
@@ -136,6 +285,22 @@ class GlobalsGuard:
         free = code.co_freevars if code is not None else ()
         self.closure = list(zip(free, cells))
 
+    def objects(self):
+        """(label, value) of the globals and closure variables that hold objects or functions."""
+        out = []
+        for n in self.global_names:
+            v = self.globals.get(n)
+            if _is_stateful(v) or isinstance(v, _FUNCTIONS):
+                out.append((n, v))
+        for name, cell in self.closure:
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if _is_stateful(v) or isinstance(v, _FUNCTIONS):
+                out.append((name, v))
+        return out
+
     def tokens(self):
         g = self.globals
         out = [("global", n, _value_token(g.get(n, _MISSING))) for n in self.global_names]
@@ -168,18 +333,6 @@ def call_key(template, leaves, globals_guard):
     return (constant_token(template), avals, globals_guard.tokens() if globals_guard else ())
 
 
-def _first_diff(old, new, path):
-    if old == new:
-        return None
-    if isinstance(old, tuple) and isinstance(new, tuple) and len(old) == len(new) and old and new \
-            and not (len(old) == 2 and isinstance(old[0], type)):
-        for i, (a, b) in enumerate(zip(old, new)):
-            d = _first_diff(a, b, path + [i])
-            if d is not None:
-                return d
-    return path, old, new
-
-
 def explain_miss(old_key, new_key) -> str:
     """A one-line reason why `new_key` did not match `old_key`."""
     (t0, a0, g0), (t1, a1, g1) = old_key, new_key
@@ -194,20 +347,19 @@ def explain_miss(old_key, new_key) -> str:
     if g0 != g1:
         for x, y in zip(g0, g1):
             if x != y:
-                return f"{x[0]} '{x[1]}' changed: {_describe_token(x[2])} -> {_describe_token(y[2])}"
+                return f"{x[0]} '{x[1]}' changed: {_readable(x[2])} -> {_readable(y[2])}"
         return "the set of globals changed"
-    d = _first_diff(t0, t1, [])
-    if d is not None:
-        _, a, b = d
-        return f"Python argument changed: {_describe_token(a)} -> {_describe_token(b)}"
+    if t0 != t1:
+        return _diff_arguments(t0, t1)
     return "guards changed"
 
 
 class CacheEntry:
     """One compiled version of a function: its key, capture result and executor."""
 
-    def __init__(self, key, result, executor, compile_seconds):
+    def __init__(self, key, result, executor, compile_seconds, state=None):
         self.key = key
+        self.state = state
         self.result = result
         self.executor = executor
         self.compile_seconds = compile_seconds
@@ -222,6 +374,10 @@ class CacheEntry:
             if tuple(t.shape) != shape or t.dtype is not dt:
                 name = getattr(t, "name", "tensor")
                 return f"captured tensor '{name}' changed to {tuple(t.shape)} {t.dtype} (was {shape} {dt})"
+        if self.state is not None:
+            reason = self.state.failure()
+            if reason:
+                return reason
         for g in self.result.guards:
             reason = g(args, kwargs)
             if reason:
@@ -242,18 +398,20 @@ class GraphCache:
         self.recompile_reasons: list[str] = []
 
     def lookup(self, key, args, kwargs):
-        """(entry or None, reason for a miss or None)."""
-        entry = self.entries.get(key)
-        if entry is None:
+        """(entry or None, reason for a miss or None). Several entries may share a key (they
+        differ in object state, e.g. a cell in train and in eval mode): the first that passes."""
+        entries = self.entries.get(key)
+        if not entries:
             if self.last_key is None:
                 return None, None
             return None, explain_miss(self.last_key, key)
-        reason = entry.check(args, kwargs)
-        if reason is not None:
-            del self.entries[key]
-            return None, reason
-        entry.hits += 1
-        return entry, None
+        reason = None
+        for entry in entries:
+            reason = entry.check(args, kwargs)
+            if reason is None:
+                entry.hits += 1
+                return entry, None
+        return None, reason
 
     def can_compile(self) -> bool:
         return self.compiles < RECOMPILE_LIMIT
@@ -264,9 +422,9 @@ class GraphCache:
             self.recompile_reasons.append(reason)
             logger.info(msg)
         self.compiles += 1
-        self.entries[key] = entry
+        self.entries.setdefault(key, []).insert(0, entry)
         self.last_key = key
 
 
-__all__ = ["GraphCache", "CacheEntry", "GlobalsGuard", "call_key", "explain_miss", "object_state",
+__all__ = ["GraphCache", "CacheEntry", "GlobalsGuard", "StateGuard", "state_roots", "call_key", "explain_miss",
            "RECOMPILE_LIMIT", "logger"]

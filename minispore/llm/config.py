@@ -129,7 +129,7 @@ PRESETS = {
                           multiple_of=32, tie_embeddings=True),
         train=dict(max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
                    lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
-                   eval_interval=250, eval_iters=40, final_eval_iters=200, ckpt_interval=250),
+                   eval_interval=250, eval_iters=20, final_eval_iters=200, ckpt_interval=250),
         description="nanoGPT's CPU Shakespeare config (0.8M parameters, minutes on a laptop CPU)"),
     # nanoGPT's GPU recipe (config/train_shakespeare_char.py): 6 layers, 6 heads, 384 wide,
     # block 256, batch 64, dropout 0.2, 5000 iterations. About 100x the work of the CPU preset.

@@ -67,7 +67,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     optimizer: str = "adamw"
     eval_interval: int = 250
-    eval_iters: int = 40
+    eval_iters: int = 20
     final_eval_iters: int = 200
     ckpt_interval: int = 250
     keep_checkpoints: int = 3
@@ -384,7 +384,8 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
         print(f"stopped at iteration {it}; checkpoint saved in {out_dir} (continue with --resume)",
               file=sys.stderr)
 
-    final_tl, final_vl = evaluate(it, tc.final_eval_iters)
+    # the reported losses; a run stopped by Ctrl-C gets the quick estimate instead of making the user wait
+    final_tl, final_vl = evaluate(it, tc.eval_iters if interrupted else tc.final_eval_iters)
     wall = prior_wall + (time.perf_counter() - t0)
     total_train = prior_train + train_time
     if last_saved != it:

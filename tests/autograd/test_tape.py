@@ -197,7 +197,7 @@ def test_multi_output_node_gets_zero_cotangent_for_unused_outputs():
     np.testing.assert_allclose(g_both.asnumpy(), [4.0, 8.0])
 
 
-def test_int_inputs_and_dtypes_of_gradients():
+def test_float16_gradient_keeps_its_dtype():
     x = t([1.0, 2.0], np.float16)
     g = ms.grad(lambda a: (a * a).sum())(x)
     assert g.dtype == mstype.float16

@@ -72,11 +72,12 @@ def test_tutorial_loss_plot_renders(site_server, browser, tmp_path):
     assert images, "no plot image on the tutorial page"
     plot = images[0]
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", plot)
+    # `complete` is true once the image has loaded *or failed*; a failed one has naturalWidth 0
     loaded = browser.execute_script(
         "const im = arguments[0];"
-        "return (im.complete && im.naturalWidth > 0) ? [im.naturalWidth, im.naturalHeight] :"
-        "  new Promise(r => { im.onload = () => r([im.naturalWidth, im.naturalHeight]);"
-        "                     im.onerror = () => r([0, 0]); });", plot)
+        "const size = () => [im.naturalWidth, im.naturalHeight];"
+        "return im.complete ? size() :"
+        "  new Promise(r => { im.onload = () => r(size()); im.onerror = () => r(size()); });", plot)
     assert loaded[0] > 0 and loaded[1] > 0, f"plot image did not decode: {loaded}"
     box = browser.execute_script("const b = arguments[0].getBoundingClientRect(); return [b.width, b.height];", plot)
     assert box[0] > 100 and box[1] > 50, f"plot is laid out too small to see: {box}"

@@ -31,13 +31,14 @@ Tensors to Tracers when it meets them. Reading the numbers of a SymbolicArray ra
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
 from ...common import grad_state
 from ...common.errors import MinisporeError, OpTypeError, _PKG_DIR
 from ...common.tensor import Tensor
-from ...ops.primitive import set_executor
+from ...ops.primitive import AbstractTensor, set_executor
 from .. import pytree
 from ..ir import HOST_CALL, OPAQUE, GraphBuilder, Slot, Value
 from . import CaptureResult, capture_scope, current_capture
@@ -299,25 +300,108 @@ class HostResult:
 
 # -- the tracing executor -----------------------------------------------------------------------
 class TraceSession:
-    """One trace: a GraphBuilder plus the executor installed while the function runs."""
+    """One trace: a GraphBuilder plus the executor installed while Python code runs.
 
-    def __init__(self, name, fn, fullgraph=False):
+    The trace mode uses it once per function; the ast and bytecode modes reuse it to evaluate the
+    tensor code they meet (ops called on tracers are recorded by `execute`). Its API:
+
+    * `param(aval_or_tensor, name=None) -> Tracer`   a new graph input
+    * `with session.running(): ...`                  install the executor (and capture_scope)
+    * `session.finish(out) -> (Graph, out_template)` flatten the result, close the graph
+    * `with session.subgraph(name) as child: ...`    trace a closed subgraph (an If branch, a
+      While body, a callee): tracers of the enclosing sessions used inside it are *lifted* into
+      params of the child automatically; `child.lifted` lists `(outer Value, child param)` pairs,
+      so the operands of the structural node are `[outer for outer, _ in child.lifted]`.
+    """
+
+    def __init__(self, name, fn, fullgraph=False, parent=None):
         self.name = name
         self.fn = fn
         self.fullgraph = fullgraph
-        self.builder = GraphBuilder(name, fn)
+        self.parent = parent
+        # graphs are named like the function, without the '<locals>' path of nested definitions
+        self.builder = GraphBuilder(name.rsplit("<locals>.", 1)[-1], fn)
         self.finished = False
+        self.lifted: list = []            # (outer Value, param Value) for values lifted from enclosing sessions
+        self._lifted_ids: dict = {}
+        self._storage: dict = {}          # id(captured tensor) -> (tensor, its storage at capture)
+
+    # -- building ------------------------------------------------------------------------------
+    def param(self, aval, name=None) -> "Tracer":
+        """A new graph input (from an AbstractTensor or a Tensor's shape and dtype)."""
+        if not isinstance(aval, AbstractTensor):
+            aval = AbstractTensor(aval.shape, aval.dtype)
+        return Tracer.make(self.builder.param(aval, name), self)
+
+    @contextlib.contextmanager
+    def running(self):
+        """Run Python code with this session's executor installed (restored afterwards)."""
+        with capture_scope(self):
+            saved = set_executor(self.execute)
+            try:
+                yield self
+            finally:
+                set_executor(saved)
+
+    @contextlib.contextmanager
+    def subgraph(self, name):
+        """Trace a closed subgraph; see the class docstring."""
+        child = TraceSession(name, self.fn, self.fullgraph, parent=self)
+        try:
+            with child.running():
+                yield child
+        finally:
+            child.finished = True
+
+    def finish(self, out):
+        """`(Graph, out_template)` for the function's result `out`; the session is closed."""
+        try:
+            flat, template = self.output_values(out)
+        finally:
+            self.finished = True
+        return self.builder.finish(flat), template
 
     # the value of a tensor met during the trace
     def value_of(self, x) -> Value:
         d = x._data
         if type(d) is SymbolicArray:
             if d.session is not self:
-                raise _data_error("jit", d.session)
+                return self._lift(x, d)
             if type(x) is Tensor:
                 x.__class__ = Tracer         # a storage copy made by autodiff (same layout): see docstring
             return d.value
+        if id(x) not in self._storage:
+            self._storage[id(x)] = (x, d)
         return self.builder.capture(x)
+
+    def _lift(self, x, d):
+        """A tracer of an enclosing session used in this subgraph becomes a param of it."""
+        owner = self.parent
+        while owner is not None and owner is not d.session:
+            owner = owner.parent
+        if owner is None or d.session.finished:
+            raise _data_error("jit", d.session)
+        v = self._lifted_ids.get(d.value.id)
+        if v is None:
+            if self.parent is not d.session:         # lift through the intermediate sessions too
+                outer = self.parent._lift(x, d)
+            else:
+                outer = d.value
+            v = self.builder.param(d.value.aval, d.value.name)
+            self._lifted_ids[d.value.id] = v
+            self.lifted.append((outer, v))
+        return v
+
+    def restore_captured_storage(self):
+        """A captured tensor must keep real storage. `param.set_data(traced value)` (or assigning a
+        traced value to a Cell's parameter attribute) would leave it pointing at a tracer: undo that
+        and say why (in trace mode, parameters are updated by optimizers, which run as host calls)."""
+        bad = []
+        for t, data in self._storage.values():
+            if type(t._data) is SymbolicArray:
+                t._data = data
+                bad.append(getattr(t, "name", None) or f"tensor of shape {tuple(t.shape)}")
+        return bad
 
     def execute(self, prim, inputs, attrs):
         """The executor installed during the trace (the contract of ops/primitive.py)."""
@@ -415,25 +499,23 @@ def capture_trace(req) -> CaptureResult:
     """The 'trace' capture mode (see the module docstring)."""
     session = TraceSession(req.name, req.fn, req.fullgraph)
     leaves, template = pytree.flatten_call(req.args, req.kwargs)
-    tracers = [Tracer.make(session.builder.param(pytree_aval(t)), session) for t in leaves]
+    tracers = [session.param(t) for t in leaves]
     args, kwargs = pytree.fill(template, tracers)
     try:
-        with capture_scope(session):
-            saved = set_executor(session.execute)
+        with session.running():
             try:
                 out = req.fn(*args, **kwargs)
             finally:
-                set_executor(saved)
-            flat, out_template = session.output_values(out)
+                overwritten = session.restore_captured_storage()
+            if overwritten:
+                raise CaptureError("set_data", "captured tensors (Parameters) to keep their storage during a trace",
+                                   f"a traced value assigned to {', '.join(overwritten)}; the assignment was undone. "
+                                   f"Update parameters with an optimizer (it runs as a host call) or return the "
+                                   f"new value and assign it outside the jitted function", where=_where(user_source()))
+            graph, out_template = session.finish(out)
     finally:
         session.finished = True          # tracers kept beyond this point are "escaped"
-    graph = session.builder.finish(flat)
     return CaptureResult(graph=graph, out_template=out_template, mode="trace")
-
-
-def pytree_aval(t):
-    from ...ops.primitive import AbstractTensor
-    return AbstractTensor(t.shape, t.dtype)
 
 
 def host_call(fn, args, kwargs, name):

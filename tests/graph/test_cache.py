@@ -1,0 +1,203 @@
+"""Guards and the compiled-graph cache: when a graph is reused, when it is recompiled, and why."""
+import logging
+
+import numpy as np
+import pytest
+
+import minispore as ms
+from minispore import nn, ops
+from minispore.graph import cache as cache_mod
+
+
+def t(a, dtype=np.float32):
+    return ms.Tensor(np.asarray(a, dtype=dtype))
+
+
+def jit_trace(fn=None, **kw):
+    return ms.jit(fn, capture_mode="trace", **kw) if fn is not None else ms.jit(capture_mode="trace", **kw)
+
+
+@pytest.fixture
+def jit_log(caplog):
+    caplog.set_level(logging.INFO, logger="minispore.jit")
+    return caplog
+
+
+def reasons(caplog):
+    return [r.getMessage() for r in caplog.records if r.name == "minispore.jit"]
+
+
+def test_same_shapes_reuse_the_graph():
+    traces = []
+
+    @jit_trace
+    def f(x):
+        traces.append(1)
+        return x * 2
+    for _ in range(3):
+        f(t([1.0, 2.0]))
+    assert len(traces) == 1 and f.cache().compiles == 1
+
+
+def test_a_new_shape_recompiles_and_logs_why(jit_log):
+    @jit_trace
+    def f(x):
+        return x.sum(axis=0)
+    f(t(np.ones((4, 8))))
+    out = f(t(np.ones((5, 8))))
+    np.testing.assert_allclose(out.asnumpy(), np.full(8, 5.0))
+    assert f.cache().compiles == 2
+    msg = reasons(jit_log)[-1]
+    assert "recompiling 'test_a_new_shape_recompiles_and_logs_why.<locals>.f'" in msg
+    assert "argument tensor 0 shape (4, 8) -> (5, 8)" in msg
+    f(t(np.ones((4, 8))))                       # both graphs stay cached
+    assert f.cache().compiles == 2
+
+
+def test_a_new_dtype_recompiles(jit_log):
+    f = jit_trace(lambda x: x + 1)
+    f(t([1.0]))
+    out = f(t([1.0], np.float64))
+    assert out.dtype == ms.float64
+    assert "argument tensor 0 dtype Float32 -> Float64" in reasons(jit_log)[-1]
+
+
+def test_python_constant_arguments_are_baked_and_guarded(jit_log):
+    @jit_trace
+    def scale(x, k, mode="mul"):
+        return x * k if mode == "mul" else x + k
+    np.testing.assert_allclose(scale(t([2.0]), 3).asnumpy(), [6])
+    np.testing.assert_allclose(scale(t([2.0]), 4).asnumpy(), [8])
+    assert "argument 1 changed: 3 -> 4" in reasons(jit_log)[-1]
+    np.testing.assert_allclose(scale(t([2.0]), 4, mode="add").asnumpy(), [6])
+    assert "keyword argument 'mode' changed: <not given> -> 'add'" in reasons(jit_log)[-1]
+    np.testing.assert_allclose(scale(t([2.0]), 4.0).asnumpy(), [8])      # 4 and 4.0 are different constants
+    assert scale.cache().compiles == 4
+
+
+SCALE = 2.0
+
+
+def uses_global(x):
+    return x * SCALE
+
+
+def test_a_changed_global_recompiles(jit_log):
+    global SCALE
+    f = jit_trace(uses_global)
+    try:
+        np.testing.assert_allclose(f(t([1.0])).asnumpy(), [2.0])
+        SCALE = 5.0
+        np.testing.assert_allclose(f(t([1.0])).asnumpy(), [5.0])
+        assert "global 'SCALE' changed: 2.0 -> 5.0" in reasons(jit_log)[-1]
+    finally:
+        SCALE = 2.0
+
+
+def test_a_rebound_closure_tensor_recompiles(jit_log):
+    table = t([1.0, 2.0])
+    f = jit_trace(lambda x: x + table)
+    np.testing.assert_allclose(f(t([0.0, 0.0])).asnumpy(), [1, 2])
+    table = t([10.0, 20.0])                      # noqa: F841 - the closure now holds another tensor
+    np.testing.assert_allclose(f(t([0.0, 0.0])).asnumpy(), [10, 20])
+    assert "closure 'table' changed" in reasons(jit_log)[-1]
+
+
+def test_cell_state_is_guarded_train_and_eval_keep_their_graphs(jit_log):
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.drop = nn.Dropout(p=0.5)
+
+        @ms.jit(capture_mode="trace")
+        def construct(self, x):
+            return self.drop(x)
+    net = Net()
+    x = t(np.ones((200,)))
+    net.set_train(True)
+    y = net(x).asnumpy()
+    assert set(np.unique(y)) == {0.0, 2.0}
+    net.set_train(False)
+    np.testing.assert_array_equal(net(x).asnumpy(), np.ones(200))
+    assert "self.drop.training changed: True -> False" in reasons(jit_log)[-1]
+    net.set_train(True)
+    assert set(np.unique(net(x).asnumpy())) == {0.0, 2.0}
+    net.set_train(False)
+    net(x)
+    assert Net.construct.cache(net).compiles == 2          # toggling reuses both graphs
+
+
+def test_each_instance_has_its_own_cache():
+    class Scale(nn.Cell):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        @ms.jit(capture_mode="trace")
+        def construct(self, x):
+            return x * self.k
+    a, b = Scale(2.0), Scale(3.0)
+    np.testing.assert_allclose(a(t([1.0])).asnumpy(), [2])
+    np.testing.assert_allclose(b(t([1.0])).asnumpy(), [3])
+    np.testing.assert_allclose(a(t([1.0])).asnumpy(), [2])
+    assert Scale.construct.cache(a).compiles == 1 and Scale.construct.cache(b).compiles == 1
+    a.k = 4.0                                               # a scalar attribute read at trace time
+    np.testing.assert_allclose(a(t([1.0])).asnumpy(), [4])
+
+
+def test_a_replaced_parameter_recompiles(jit_log):
+    net = nn.Dense(2, 1, has_bias=False)
+    f = jit_trace(lambda x: net(x))
+    x = t([[1.0, 1.0]])
+    before = f(x).asnumpy()
+    net.weight = t([[10.0, 10.0]])                  # a Tensor: set_data, same Parameter, new values
+    np.testing.assert_allclose(f(x).asnumpy(), [[20.0]])
+    assert f.cache().compiles == 1 and before.shape == (1, 1)
+    net.weight = ms.Parameter(t([[1.0, 2.0]]), name="weight")      # a Parameter: another object
+    np.testing.assert_allclose(f(x).asnumpy(), [[3.0]])
+    assert "net.weight was replaced by another object" in reasons(jit_log)[-1]
+
+
+def test_a_captured_tensor_that_changed_shape_recompiles(jit_log):
+    w = ms.Parameter(t([1.0, 2.0]), name="w")
+    f = jit_trace(lambda: w * 2)
+    np.testing.assert_allclose(f().asnumpy(), [2, 4])
+    w.set_data(t([1.0, 2.0, 3.0]), slice_shape=True)
+    np.testing.assert_allclose(f().asnumpy(), [2, 4, 6])
+    assert "captured tensor 'w' changed to (3,)" in reasons(jit_log)[-1]
+
+
+def test_the_recompile_limit_warns_once_then_runs_eagerly(monkeypatch):
+    monkeypatch.setattr(cache_mod, "RECOMPILE_LIMIT", 3)
+    traces = []
+
+    @jit_trace
+    def f(x, k):
+        traces.append(k)
+        return x * k
+    for k in range(3):
+        f(t([1.0]), k)
+    with pytest.warns(RuntimeWarning, match="recompiled 3 times .* running it eagerly"):
+        out = f(t([1.0]), 10)
+    np.testing.assert_allclose(out.asnumpy(), [10])
+    np.testing.assert_allclose(f(t([1.0]), 11).asnumpy(), [11])           # eager: correct, no new warning
+    np.testing.assert_allclose(f(t([1.0]), 1).asnumpy(), [1])             # still cached
+    assert f.cache().compiles == 3
+    assert traces == [0, 1, 2, 10, 11]                                    # 10 and 11 ran as Python
+
+
+def test_recompile_limit_option():
+    f = ms.jit(lambda x, k: x * k, capture_mode="trace", recompile_limit=1)
+    f(t([1.0]), 1)
+    with pytest.warns(RuntimeWarning, match="running it eagerly"):
+        f(t([1.0]), 2)
+
+
+def test_state_guard_check_is_cheap_to_build_for_a_model():
+    """The LLaMA preset's state guard covers every sub-cell's flags (and reports a change by path)."""
+    from minispore.llm import Llama, get_preset
+    model = Llama(get_preset("shakespeare-char").model)
+    guard = cache_mod.StateGuard([("model", model)])
+    assert guard.failure() is None
+    model.layers[2].attention.attn_dropout.set_train(True)
+    assert guard.failure() == "model.layers.2.attention.attn_dropout.training changed: False -> True"
