@@ -278,6 +278,28 @@ class Tracer(Tensor):
             new._node.outputs = self
 
 
+def unify_lifted(parts):
+    """Give subgraphs traced separately (If's two branches) the same params.
+
+    `parts` is a list of `(child_session, graph)`. Each graph keeps its explicit params first (a
+    While carry), then gets one param per value lifted by ANY of the children, in one common
+    order (an unused param where it did not lift that value). Returns the outer Values: the extra
+    operands of the structural node, after its explicit ones.
+    """
+    order, seen = [], set()
+    for child, _ in parts:
+        for outer, _p in child.lifted:
+            if outer.id not in seen:
+                seen.add(outer.id)
+                order.append(outer)
+    for child, graph in parts:
+        mine = {outer.id: p for outer, p in child.lifted}
+        lifted_ids = {p.id for p in mine.values()}
+        explicit = [p for p in graph.params if p.id not in lifted_ids]
+        graph.params = explicit + [mine.get(o.id) or Value(o.aval, "param", name=o.name) for o in order]
+    return order
+
+
 class HostResult:
     """What a host call returns during a trace: a Python object that exists only at run time.
 
@@ -352,6 +374,13 @@ class TraceSession:
                 yield child
         finally:
             child.finished = True
+
+    def emit(self, op, inputs, attrs, out_avals):
+        """Record a structural node (If/While/Call) whose inputs are tracers, tensors or constants;
+        returns one Tracer per output."""
+        vals = [self.value_of(x) if isinstance(x, Tensor) else x for x in inputs]
+        node = self.builder.add_structural(op, vals, attrs, out_avals, source=user_source())
+        return tuple(Tracer.make(v, self) for v in node.outputs)
 
     def finish(self, out):
         """`(Graph, out_template)` for the function's result `out`; the session is closed."""
@@ -524,4 +553,4 @@ def host_call(fn, args, kwargs, name):
 
 
 __all__ = ["Tracer", "SymbolicArray", "CaptureError", "HostResult", "TraceSession", "capture_trace",
-           "user_source", "host_call"]
+           "unify_lifted", "user_source", "host_call"]
