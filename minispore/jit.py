@@ -370,8 +370,15 @@ def cell_call(cell, args, kwargs, host=False):
     if session is not None:
         if host:
             return session.host_call(_HostCellCall(cell), args, kwargs, type(cell).__name__)
+        if hasattr(type(cell), "bprop"):
+            # a user-defined backward rule: graph autodiff from outside must not differentiate its ops
+            notes = getattr(session, "notes", None)
+            if notes is not None:
+                notes.setdefault("custom_bprop", []).append(type(cell).__name__)
         return _run_cell_python(cell, args, kwargs)
-    if host or _jit_disabled() or context.get_context("mode") != context.GRAPH_MODE:
+    if host or _jit_disabled() or context.get_context("mode") != context.GRAPH_MODE or hasattr(type(cell), "bprop"):
+        # (a cell with its own bprop runs as Python, so PyNative's tape uses that rule; its
+        # sub-cells are still compiled)
         return _run_cell_python(cell, args, kwargs)
     d = cell.__dict__
     cfg = d.get("_jit_config")

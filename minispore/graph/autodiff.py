@@ -25,8 +25,9 @@ Two ways a jitted function meets autodiff:
    inputs are tracked.
 
 Limitations (documented, handled by running the function eagerly so the tape records it op by op):
-gradients of gradients through a jitted function (`grad_state.depth > 1`), and graphs holding
-If/While nodes (their backward is not implemented yet).
+gradients of gradients through a jitted function (`grad_state.depth > 1`), graphs holding
+If/While nodes (their backward is not implemented yet), and graphs that inlined a Cell with a
+user-defined `bprop` (its rule, not its ops' rules, must be used: `Graph.notes["custom_bprop"]`).
 """
 from __future__ import annotations
 
@@ -45,6 +46,10 @@ def tracked_masks(graph, leaves):
 
 
 def differentiable(graph) -> bool:
+    """Can the split be built? Not through If/While (no backward rule yet), and not for graphs
+    that inlined a Cell with a user-defined bprop (that rule must be used, not the ops' rules)."""
+    if any(g.notes.get("custom_bprop") for g in graph.all_graphs()):
+        return False
     return not any(n.op is IF or n.op is WHILE for g in graph.all_graphs() for n in g.nodes)
 
 

@@ -176,6 +176,9 @@ class Graph:
         self.nodes = list(nodes)
         self.outputs = list(outputs)
         self.source_fn = source_fn
+        # facts about how the graph was made that passes may need (e.g. "custom_bprop": the cells
+        # with a user-defined bprop it inlined, which graph autodiff must not differentiate op by op)
+        self.notes: dict = {}
 
     @property
     def param_avals(self):

@@ -86,7 +86,8 @@ class TrainConfig:
         if self.lr_decay_iters is not None:
             _check_int("lr_decay_iters", self.lr_decay_iters, 1)
         if self.decay_iters <= self.warmup_iters:
-            raise OpValueError("TrainConfig", f"lr_decay_iters (default max_iters) > warmup_iters ({self.warmup_iters})",
+            raise OpValueError("TrainConfig",
+                               f"lr_decay_iters (default max_iters) > warmup_iters ({self.warmup_iters})",
                                f"{self.decay_iters}")
         for name in ("learning_rate", "min_lr", "weight_decay", "grad_clip", "eps"):
             v = getattr(self, name)

@@ -11,7 +11,7 @@ import pytest
 import minispore as ms
 from minispore import ops
 from minispore.common import dtype as mstype
-from minispore.graph import IF, WHILE, O0Executor, format_graph, verify
+from minispore.graph import IF, WHILE, O0Executor, Slot, format_graph, verify
 from minispore.graph.capture import CaptureResult
 from minispore.graph.capture.trace import TraceSession, unify_lifted
 from minispore.ops.primitive import AbstractTensor
@@ -103,8 +103,8 @@ def test_a_while_loop_built_from_traced_bodies():
             body_g, _ = bs.finish((i + 1, acc * x))
         extra = unify_lifted([(cs, cond_g), (bs, body_g)])
         assert extra                                           # x was lifted by the body
-        # the carry must include the lifted x (While's body maps carry -> carry)
-        cond_g.outputs, body_g.outputs = cond_g.outputs, body_g.outputs + [body_g.params[2]]
+        # the lifted x joins the carry (While's body maps carry -> carry): the body passes it on
+        body_g.outputs.append(body_g.params[2])
         zero, ones = ms.Tensor(np.asarray(0, np.int64)), t([1.0, 1.0])
         outs = s.emit(WHILE, [zero, ones] + extra, {"cond_graph": cond_g, "body_graph": body_g}, [i64, f2, f2])
         graph, _ = s.finish(outs[1])
@@ -118,7 +118,7 @@ def test_a_registered_mode_using_the_session_runs_through_jit(monkeypatch):
 
     def toy_ast(req):
         """Understands exactly one function shape: returns the If graph built above."""
-        return CaptureResult(graph=build_if_graph(), out_template=capture_mod.pytree_slot0(), mode="ast")
+        return CaptureResult(graph=build_if_graph(), out_template=Slot(0), mode="ast")
     capture_mod.register_capture_mode("ast", toy_ast)
     f = ms.jit(lambda x: x, capture_mode="ast")
     np.testing.assert_allclose(f(t([1.0, 1.0, 1.0])).asnumpy(), [3.0, 4.0, 5.0])

@@ -199,4 +199,5 @@ def test_train_config_validation_and_presets():
     with pytest.raises(OpTypeError, match="train"):
         train({"dim": 32}, TrainConfig())
     with pytest.raises(OpValueError, match="vocab_size"):
-        train(LlamaConfig(vocab_size=50, dim=32, n_layers=1, n_heads=2, max_seq_len=16), TrainConfig(max_iters=1, warmup_iters=0))
+        train(LlamaConfig(vocab_size=50, dim=32, n_layers=1, n_heads=2, max_seq_len=16),
+              TrainConfig(max_iters=1, warmup_iters=0))

@@ -344,6 +344,7 @@ class TraceSession:
         # graphs are named like the function, without the '<locals>' path of nested definitions
         self.builder = GraphBuilder(name.rsplit("<locals>.", 1)[-1], fn)
         self.finished = False
+        self.notes: dict = {}             # copied to Graph.notes by finish()
         self.lifted: list = []            # (outer Value, param Value) for values lifted from enclosing sessions
         self._lifted_ids: dict = {}
         self._storage: dict = {}          # id(captured tensor) -> (tensor, its storage at capture)
@@ -388,7 +389,9 @@ class TraceSession:
             flat, template = self.output_values(out)
         finally:
             self.finished = True
-        return self.builder.finish(flat), template
+        graph = self.builder.finish(flat)
+        graph.notes.update(self.notes)
+        return graph, template
 
     # the value of a tensor met during the trace
     def value_of(self, x) -> Value:
