@@ -265,6 +265,11 @@ def _wrap_flat(graph, outs):
 
 def _compile(jf, fn, cache, key, args, kwargs, reason):
     t0 = time.perf_counter()
+    # the object state the capture will read, snapshotted BEFORE it runs (a trace may itself change
+    # state, e.g. a cache position: that side effect happens only now, so the next call must not
+    # match a snapshot taken after it)
+    _, template = pytree.flatten_call(args, kwargs)
+    state = StateGuard(state_roots(template, jf._globals))
     capture, mode = get_capture_mode(jf.capture_mode)
     req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)
     result = capture(req)
@@ -275,8 +280,6 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     executor = None
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)
-    _, template = pytree.flatten_call(args, kwargs)
-    state = StateGuard(state_roots(template, jf._globals))
     entry = CacheEntry(key, result, executor, time.perf_counter() - t0, state)
     cache.note_compile(key, entry, reason)
     if dump_enabled():

@@ -17,7 +17,9 @@ def user_frame() -> str:
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not os.path.abspath(fn).startswith(_PKG_DIR + os.sep):
+        # skip minispore's own frames and generated dunder methods (a dataclass __init__ is '<string>')
+        generated = fn.startswith("<") and f.f_code.co_name.startswith("__")
+        if not generated and not os.path.abspath(fn).startswith(_PKG_DIR + os.sep):
             return f"{fn}:{f.f_lineno} in {f.f_code.co_name}"
         f = f.f_back
     return "<minispore internals>"

@@ -1,9 +1,9 @@
 """`minispore train` and `minispore generate` (wired into `minispore.cli`).
 
     minispore train                                   # the shakespeare-char preset: 2000 iterations
-    minispore train --max-iters 200 --out out-quick   # a shorter run
+    minispore train --max-iters 200 --out out/quick   # a shorter run
     minispore train --resume                          # continue the run in --out from its latest checkpoint
-    minispore generate --ckpt out-shakespeare-char --prompt "ROMEO:" --max-new-tokens 300
+    minispore generate --ckpt out/shakespeare-char --prompt "ROMEO:" --max-new-tokens 300
 
 Hyper-parameters default to the preset's (nanoGPT's CPU recipe for `shakespeare-char`); every
 flag left out keeps the preset value. `generate` reads the model config and the tokenizer from the
@@ -53,7 +53,9 @@ _MODEL_FLAGS = {
 def add_train_args(parser: argparse.ArgumentParser):
     parser.add_argument("--preset", default="shakespeare-char", choices=sorted(PRESETS),
                         help="model + hyper-parameter preset (default: shakespeare-char)")
-    parser.add_argument("--out", default=None, help="output directory (default: out-<preset>)")
+    parser.add_argument("--out", default=None, help="output directory (default: out/<preset>)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="BLAS threads for the run (default 1: fastest for small models; 0 = library default)")
     parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     parser.add_argument("--optimizer", choices=("adamw", "adamweightdecay"), default=None,
                         help="adamw: mint.optim.AdamW (PyTorch rule, default); adamweightdecay: "
@@ -85,7 +87,7 @@ def configs_from_args(args):
         train_over["warmup_iters"] = min(preset.train.get("warmup_iters", 0), decay // 10)
     if args.optimizer is not None:
         train_over["optimizer"] = args.optimizer
-    train_over["out_dir"] = args.out or f"out-{args.preset}"
+    train_over["out_dir"] = args.out or f"out/{args.preset}"
     train_over["resume"] = args.resume
     train_over["progress"] = not args.no_progress
     train_over["plot"] = not args.no_plot
@@ -95,6 +97,16 @@ def configs_from_args(args):
 def run_train(args) -> int:
     from ..train.trainer import train
     mc, tc = configs_from_args(args)
+    if args.threads > 0:
+        # Small models do many small matrix products: one BLAS thread avoids the thread hand-off
+        # and the contention that made 2-thread steps 10x slower on a shared 2-core machine.
+        from threadpoolctl import threadpool_limits
+        with threadpool_limits(limits=args.threads, user_api="blas"):
+            return _run_train(args, train, mc, tc)
+    return _run_train(args, train, mc, tc)
+
+
+def _run_train(args, train, mc, tc) -> int:
     print(f"minispore train: {args.preset}, {mc.num_params() / 1e6:.2f}M parameters "
           f"({mc.n_layers} layers, {mc.n_heads} heads, {mc.dim} wide, context {mc.max_seq_len}); "
           f"{tc.max_iters} iterations of {tc.batch_size}x{mc.max_seq_len} tokens -> {tc.out_dir}", file=sys.stderr)

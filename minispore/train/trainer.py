@@ -53,7 +53,7 @@ class TrainConfig:
     * `final_eval_iters`: batches per split for the last evaluation (the reported losses).
     """
 
-    out_dir: str = "out-shakespeare-char"
+    out_dir: str = "out/shakespeare-char"
     max_iters: int = 2000
     batch_size: int = 12
     learning_rate: float = 1e-3
@@ -329,7 +329,7 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     if it == 0:                   # where the curves start (about ln(vocab_size) for a fresh model)
         tl, vl = evaluate(0, tc.eval_iters)
         print(f"iter 0: train loss {tl:.4f}, val loss {vl:.4f}")
-    tqdm = _tqdm()
+    tqdm = _tqdm(tc.progress)
     bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
                desc="train", file=sys.stderr)
     window_t, window_n = time.perf_counter(), 0
@@ -416,7 +416,12 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     return metrics
 
 
-def _tqdm():
+def _tqdm(progress: bool):
+    """tqdm.auto picks the notebook widget when it can; with the bar off, plain tqdm avoids its
+    'IProgress not found' warning in notebooks without ipywidgets."""
+    if not progress:
+        from tqdm import tqdm
+        return tqdm
     from tqdm.auto import tqdm
     return tqdm
 

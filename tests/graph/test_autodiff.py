@@ -14,6 +14,9 @@ import minispore as ms
 from minispore import nn, ops
 from minispore.graph import autodiff, verify
 
+# GRAPH_MODE compiles cells with the default capture_mode ("ast"), which may fall back to trace
+pytestmark = pytest.mark.filterwarnings("ignore:jit. capture_mode='ast' is not available")
+
 
 def t(a, dtype=np.float32):
     return ms.Tensor(np.asarray(a, dtype=dtype))

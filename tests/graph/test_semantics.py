@@ -231,3 +231,23 @@ def test_assigning_a_traced_value_to_a_parameter_is_refused_and_undone():
     with pytest.raises(CaptureError, match="a traced value assigned to w; the assignment was undone"):
         f(t([3.0, 3.0]))
     np.testing.assert_allclose(w.asnumpy(), [1.0, 2.0])
+
+
+def test_state_changed_by_the_trace_itself_is_not_replayed():
+    # A Python attribute written while tracing (a decode position, a step counter) is a side
+    # effect that happens once. The state guard is taken *before* the trace, so the next call sees
+    # the changed attribute, recompiles, and stays correct (instead of replaying stale positions).
+    class Counter:
+        def __init__(self):
+            self.pos = 0
+
+    c = Counter()
+
+    @jit_trace
+    def advance(x, state):
+        out = x + state.pos            # reads the position (a Python constant in the graph)
+        state.pos += 1                 # Python side effect: runs only while capturing
+        return out
+    results = [float(advance(t([0.0]), c).asnumpy()[0]) for _ in range(3)]
+    assert results == [0.0, 1.0, 2.0] and c.pos == 3
+    assert advance.cache().compiles == 3

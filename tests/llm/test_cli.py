@@ -24,7 +24,7 @@ def test_defaults_are_the_nanogpt_cpu_recipe():
     assert (tc.max_iters, tc.batch_size, tc.learning_rate, tc.min_lr, tc.warmup_iters, tc.decay_iters) == \
         (2000, 12, 1e-3, 1e-4, 100, 2000)
     assert (tc.beta2, tc.weight_decay, tc.grad_clip, tc.eval_interval, tc.optimizer) == (0.99, 0.1, 1.0, 250, "adamw")
-    assert tc.out_dir == "out-shakespeare-char" and not tc.resume
+    assert tc.out_dir == "out/shakespeare-char" and not tc.resume
 
 
 def test_max_iters_sets_the_decay_and_shortens_warmup():

@@ -34,6 +34,21 @@ The contract a mode must keep (the jit front door, the cache and the executors r
   mode-specific guards: callables `(args, kwargs) -> None | reason string`.
 
 Until a mode is registered, asking for it falls back to "trace" with a one-time warning.
+
+Building blocks (capture/trace.py) so a mode only handles what is new to it:
+
+* `TraceSession(name, fn, fullgraph)`: `param(aval_or_tensor)` makes graph inputs (Tracers);
+  `with session.running():` installs its executor, so tensor code - ops, Cells, `grad` - called on
+  tracers records nodes (with source lines, inference at compile time, autodiff recording, host
+  calls); `session.emit(IF | WHILE | CALL, inputs, attrs, out_avals)` adds a structural node and
+  returns tracers for its outputs; `session.finish(out) -> (Graph, out_template)`.
+* `with session.subgraph(name) as child:` traces a closed subgraph (an If branch, a While
+  cond/body, a callee); tracers of enclosing sessions used inside are lifted into child params
+  (`child.lifted`); `unify_lifted([(child, graph), ...])` gives sibling subgraphs one param list
+  and returns the extra operands for the node. `CaptureError` (a TypeError) is the error for code
+  that cannot be captured; `user_source()` finds the user's file and line.
+* ir.GraphBuilder for graphs built without running Python; verify.verify checks any graph;
+  interpret.interpret evaluates one op by op (for compile-time constant folding, tests).
 """
 from __future__ import annotations
 

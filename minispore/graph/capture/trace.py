@@ -52,19 +52,25 @@ class CaptureError(OpTypeError):
 
 
 # -- where is the user's code? ------------------------------------------------------------------
+# Frames in the framework's own layers are skipped when a node or an error is attributed to a
+# source line; code written *with* minispore (the LLaMA model in minispore/llm, training loops,
+# the user's scripts) counts as user code, so a dump of the model points at model.py's lines.
+_FRAMEWORK = tuple(os.path.join(_PKG_DIR, d) + os.sep for d in
+                   ("common", "ops", "backend", "autograd", "graph", "nn", "testing")) + \
+    (os.path.join(_PKG_DIR, "jit.py"),)
 _internal_code: dict = {}
 
 
 def _is_internal(code) -> bool:
     r = _internal_code.get(code)
     if r is None:
-        r = os.path.abspath(code.co_filename).startswith(_PKG_DIR + os.sep)
+        r = os.path.abspath(code.co_filename).startswith(_FRAMEWORK)
         _internal_code[code] = r
     return r
 
 
 def user_source(depth: int = 2):
-    """`(filename, lineno, function)` of the innermost frame outside the minispore package."""
+    """`(filename, lineno, function)` of the innermost frame outside minispore's framework layers."""
     f = sys._getframe(depth)
     while f is not None:
         if not _is_internal(f.f_code):
