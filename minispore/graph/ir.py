@@ -2,7 +2,8 @@
 
 A `Graph` is a straight list of `Node`s in topological (= execution) order:
 
-    graph f(%0: f32[4,8], %1: f32[8,16]) captures(%2 = Parameter 'dense.bias': f32[16]) {
+    graph f(%0: f32[4,8], %1: f32[8,16]) {
+      %2 = capture Parameter 'dense.bias' : f32[16]
       %3 = matmul(%0, %1) : f32[4,16]                        # test.py:12
       %4 = add(%3, %2) : f32[4,16]                           # test.py:13
       return %4

@@ -72,14 +72,10 @@ def _short_source(node, base=None) -> str:
 def _format_one(graph: Graph, lines: list, width: int):
     n = _Namer()
     params = ", ".join(f"{n.define(p)}: {format_aval(p.aval)}" for p in graph.params)
-    head = f"graph {graph.name}({params})"
-    if graph.captures:
-        caps = []
-        for v, t in graph.captures:
-            label = f" '{v.name}'" if v.name else ""
-            caps.append(f"{n.define(v)} = {type(t).__name__}{label}: {format_aval(v.aval)}")
-        head += " captures(" + ", ".join(caps) + ")"
-    lines.append(head + " {")
+    lines.append(f"graph {graph.name}({params}) {{")
+    for v, t in graph.captures:           # tensors read by reference when the graph runs
+        label = f" '{v.name}'" if v.name else ""
+        lines.append(f"  {n.define(v)} = capture {type(t).__name__}{label} : {format_aval(v.aval)}")
     for node in graph.nodes:
         ins = ", ".join(n.ref(x) for x in node.inputs)
         outs = [n.define(o) for o in node.outputs]

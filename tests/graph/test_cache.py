@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import nn, ops
+from minispore import nn
 from minispore.graph import cache as cache_mod
 
 

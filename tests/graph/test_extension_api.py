@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import ops
 from minispore.common import dtype as mstype
 from minispore.graph import IF, WHILE, O0Executor, Slot, format_graph, verify
 from minispore.graph.capture import CaptureResult
@@ -57,7 +56,7 @@ def test_subgraphs_lift_outer_values_and_run(x):
     expected = (x * W.asnumpy() if x.sum() > 0 else x - 1) + 1
     np.testing.assert_allclose(O0Executor(g).run(x)[0], expected, rtol=1e-6)
     text = format_graph(g)
-    assert "graph f.then(%0: f32[3]) captures(%1 = Parameter 'w': f32[3]) {" in text
+    assert "graph f.then(%0: f32[3]) {\n  %1 = capture Parameter 'w' : f32[3]\n" in text
     assert "graph f.else(%0: f32[3]) {" in text
 
 

@@ -62,7 +62,7 @@ def test_printer_shows_attrs_multi_outputs_and_captures():
     s = add_prim(b, reduce_sum, [add_prim(b, add, [x, cw])], axis=(1,), keep_dims=True)
     out, mask = add_prim(b, get_primitive("dropout"), [s], p=0.5, seed=None)
     text = format_graph(b.finish([out, mask]))
-    assert "captures(%1 = Parameter 'w': f32[3])" in text
+    assert text.splitlines()[1] == "  %1 = capture Parameter 'w' : f32[3]"
     assert "reduce_sum(%2) {axis=(1,), keep_dims=True} : f32[2,1]" in text
     assert "(%4, %5) = dropout(%3) {p=0.5, seed=None} : (f32[2,1], b[2,1])" in text
 

@@ -186,7 +186,7 @@ def test_dump_of_a_jitted_method():
             return ops.relu(self.dense(x))
     net = Net()
     text = ms.graph.dump(net.construct, t(np.ones((4, 3))))
-    assert "captures(%1 = Parameter 'dense.weight': f32[2,3], %2 = Parameter 'dense.bias': f32[2])" in text
+    assert "  %1 = capture Parameter 'dense.weight' : f32[2,3]\n  %2 = capture Parameter 'dense.bias' : f32[2]" in text
     assert "relu(" in text
 
 

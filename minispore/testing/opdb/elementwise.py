@@ -40,6 +40,26 @@ def _where_samples(rng, dtype):
     yield SampleInput((c, rand(rng, (3, 4), dtype), 0.0), desc="scalar y", grad_args=(1,))
 
 
+def _int_div_samples(rng, dtype):
+    yield SampleInput((np.round(rand(rng, (3, 4), dtype, -9, 9)), np.array([1.5, -2.0, 3.0, -4.0], dtype=dtype)),
+                      desc="broadcast, signed divisors")
+    yield SampleInput((np.arange(-6, 6).astype(dtype).reshape(3, 4), 4.0), desc="python scalar")
+
+
+def _special_samples(rng, dtype):
+    yield SampleInput((np.array([0.0, -1.5, np.inf, -np.inf, np.nan, 2.0], dtype=dtype),), desc="inf and nan")
+
+
+def _bool_unary_samples(rng, dtype):
+    yield SampleInput((rng.random((3, 4)) > 0.5,))
+
+
+def _like_samples(rng, dtype):
+    yield SampleInput((rand(rng, (3, 4), dtype),))
+    yield SampleInput((rand(rng, (), dtype),), desc="0-d")
+    yield SampleInput((rand(rng, (2, 3), dtype),), {"dtype": mstype.int32}, desc="dtype override")
+
+
 def _cast_samples(rng, dtype):
     yield SampleInput((rand(rng, (3, 4), dtype),), {"dtype": mstype.float64})
     yield SampleInput((rand(rng, (3, 4), dtype),), {"dtype": mstype.float32})
@@ -96,6 +116,23 @@ register(
     OpInfo("logical_or", ops.logical_or, np.logical_or, _bool_samples, differentiable=False,
            dtypes=(mstype.bool_,)),
     OpInfo("where", ops.where, np.where, _where_samples, dtypes=F16),
+    OpInfo("floor_divide", ops.floor_divide, np.floor_divide, _int_div_samples, differentiable=False,
+           primitive="floor_div"),
+    OpInfo("remainder", ops.remainder, np.mod, _int_div_samples, differentiable=False, primitive="mod"),
+    _unary("round", np.round, differentiable=False),
+    _unary("deepcopy", np.copy, primitive="copy"),
+    _unary("stop_gradient", lambda a: a, differentiable=False),
+    OpInfo("isnan", ops.isnan, np.isnan, _special_samples, differentiable=False),
+    OpInfo("isinf", ops.isinf, np.isinf, _special_samples, differentiable=False),
+    OpInfo("isfinite", ops.isfinite, np.isfinite, _special_samples, differentiable=False),
+    OpInfo("logical_not", ops.logical_not, np.logical_not, _bool_unary_samples, differentiable=False,
+           dtypes=(mstype.bool_,)),
+    OpInfo("logical_xor", ops.logical_xor, np.logical_xor, _bool_samples, differentiable=False,
+           dtypes=(mstype.bool_,)),
+    OpInfo("zeros_like", ops.zeros_like, lambda a, dtype=None: np.zeros_like(a, dtype=dtype.np if dtype else None),
+           _like_samples, differentiable=False),
+    OpInfo("ones_like", ops.ones_like, lambda a, dtype=None: np.ones_like(a, dtype=dtype.np if dtype else None),
+           _like_samples, differentiable=False),
     OpInfo("cast", ops.cast, lambda a, dtype: a.astype(dtype.np).astype(np.float64), _cast_samples,
            fd_eps=1e-3, grad_tol=(1e-3, 1e-3)),   # the float32 rounding needs a larger FD step
     OpInfo("cast_float_to_int", ops.cast, lambda a, dtype: np.trunc(a).astype(dtype.np), _cast_int_samples,

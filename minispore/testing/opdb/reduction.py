@@ -26,7 +26,8 @@ def _np_reduce(fn, dim_kw, keep_kw):
 
 register(
     OpInfo("sum", ops.sum, _np_reduce(np.sum, "dim", "keepdim"), _reduce_samples("dim", "keepdim"),
-           dtypes=(mstype.float16, mstype.float32, mstype.float64), tols={mstype.float16: (5e-3, 5e-3)}),
+           dtypes=(mstype.float16, mstype.float32, mstype.float64), tols={mstype.float16: (5e-3, 5e-3)},
+           primitive="reduce_sum"),
     OpInfo("mean", ops.mean, _np_reduce(np.mean, "axis", "keep_dims"), _reduce_samples("axis", "keep_dims"),
-           dtypes=(mstype.float16, mstype.float32, mstype.float64)),
+           dtypes=(mstype.float16, mstype.float32, mstype.float64), primitive="reduce_mean"),
 )
