@@ -383,15 +383,23 @@ def cell_call(cell, args, kwargs, host=False):
         # (a cell with its own bprop runs as Python, so PyNative's tape uses that rule; its
         # sub-cells are still compiled)
         return _run_cell_python(cell, args, kwargs)
-    d = cell.__dict__
-    cfg = d.get("_jit_config")
+    cfg = cell.__dict__.get("_jit_config")
     opts = cfg.jit_options() if cfg is not None else {"capture_mode": "ast", "jit_level": "O0", "fullgraph": False}
-    jf = d.get("_jit_graph_fn")
-    if jf is None or d.get("_jit_graph_opts") != opts:
+    jf, jf_opts = _CELL_GRAPHS.get(cell, (None, None))
+    if jf is None or jf_opts != opts:
         jf = _cell_jit_function(cell, opts["capture_mode"], opts["jit_level"], opts["fullgraph"])
-        d["_jit_graph_fn"] = jf
-        d["_jit_graph_opts"] = opts
+        _CELL_GRAPHS[cell] = (jf, opts)
     return jf(cell, *args, **kwargs)
+
+
+# GRAPH_MODE's compiled function per cell, kept outside the cell (so copying or pickling a cell
+# never copies graphs that capture the original's parameters)
+_CELL_GRAPHS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def cell_graph_function(cell):
+    """The JitFunction GRAPH_MODE compiled for `cell` (None before its first call in GRAPH_MODE)."""
+    return _CELL_GRAPHS.get(cell, (None, None))[0]
 
 
 def _cell_jit_function(cell, capture_mode, jit_level, fullgraph, dynamic=0, backend="", options=None):
@@ -439,4 +447,4 @@ CaptureError = _trace.CaptureError
 
 __all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
            "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",
-           "make_executor", "cell_call", "CELL_HOOK"]
+           "make_executor", "cell_call", "cell_graph_function", "CELL_HOOK"]

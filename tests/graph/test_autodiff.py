@@ -13,6 +13,7 @@ import pytest
 import minispore as ms
 from minispore import nn, ops
 from minispore.graph import autodiff, verify
+from minispore.jit import cell_graph_function
 
 # GRAPH_MODE compiles cells with the default capture_mode ("ast"), which may fall back to trace
 pytestmark = pytest.mark.filterwarnings("ignore:jit. capture_mode='ast' is not available")
@@ -172,7 +173,7 @@ def test_graph_mode_training_equals_pynative(graph_mode):
         close(lg, le)
     for pe, pg in zip(net_e.trainable_params(), net_g.trainable_params()):
         close(pg, pe)
-    entry_cache = net_g.__dict__["_jit_graph_fn"].cache()
+    entry_cache = cell_graph_function(net_g).cache()
     assert entry_cache.compiles == 1
 
 
@@ -195,7 +196,7 @@ def test_graph_mode_train_one_step_cell_is_one_graph(graph_mode):
         close(lg, le)
     for pe, pg in zip(net_e.trainable_params(), net_g.trainable_params()):
         close(pg, pe)
-    graph = train_g.__dict__["_jit_graph_fn"].cache().entries
+    graph = cell_graph_function(train_g).cache().entries
     (entries,) = graph.values()
     names = [n.name for n in entries[0].graph.nodes]
     assert names[-1] == "HostCall" and "matmul" in names
@@ -278,4 +279,4 @@ def test_custom_cell_bprop_is_respected_in_graph_mode(graph_mode):
     for e, a, b in zip(expected, in_graph, from_outside):
         close(a, e)
         close(b, e)
-    assert net.__dict__["_jit_graph_fn"].compile(net, x).graph.notes["custom_bprop"] == ["ScaledGrad"]
+    assert cell_graph_function(net).compile(net, x).graph.notes["custom_bprop"] == ["ScaledGrad"]

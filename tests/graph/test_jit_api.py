@@ -8,7 +8,7 @@ import minispore as ms
 from minispore import nn, ops
 from minispore.graph import capture as capture_mod
 from minispore.graph import CaptureResult, GraphBreak, O0Executor
-from minispore.jit import JitFunction
+from minispore.jit import JitFunction, cell_graph_function
 
 jit_module = sys.modules["minispore.jit"]       # `ms.jit` (and `import minispore.jit`) is the function
 
@@ -225,9 +225,9 @@ def test_graph_mode_compiles_the_outermost_cell_once(graph_mode):
     ms.set_context(mode=ms.GRAPH_MODE)
     np.testing.assert_allclose(out.asnumpy(), expected.asnumpy(), rtol=1e-6)
     net(x)
-    jf = net.__dict__["_jit_graph_fn"]
+    jf = cell_graph_function(net)
     assert jf.cache().compiles == 1
-    assert "_jit_graph_fn" not in net.a.__dict__                 # inner cells were inlined
+    assert cell_graph_function(net.a) is None                    # inner cells were inlined
     names = [n.name for n in jf.compile(net, x).graph.nodes]
     assert names.count("matmul") == 2
 
@@ -258,4 +258,4 @@ def test_host_cells_run_eagerly_in_graph_mode(graph_mode):
     w0 = net.weight.asnumpy().copy()
     opt((t([[1.0, 2.0]]),))
     np.testing.assert_allclose(net.weight.asnumpy(), w0 - [[1.0, 2.0]], rtol=1e-6)
-    assert "_jit_graph_fn" not in opt.__dict__
+    assert cell_graph_function(opt) is None
