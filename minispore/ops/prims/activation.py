@@ -5,9 +5,12 @@ MindSpore's functional names and argument order (`ops.gelu(input, approximate='n
 `ops.softplus(input, beta=1, threshold=20)`, `ops.softmax(input, axis=-1, *, dtype=None)`, ...).
 
 Each is one primitive with its own NumPy kernel, so the forward pass is one vectorized call and
-never overflows where the math does not: sigmoid uses `expit`, softplus never exponentiates a large
-positive number, softmax/log_softmax subtract the row maximum first. Each backward rule is written
-in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)), so grad-of-grad works.
+never overflows where the math does not: sigmoid only exponentiates -|x|, softplus never
+exponentiates a large positive number, softmax/log_softmax subtract the row maximum first. Each
+backward rule is written in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)),
+so grad-of-grad works. The two activations on a transformer's hot path, silu and softmax, have a
+fused backward primitive instead (`silu_grad`, `softmax_grad`: one NumPy kernel rather than 4-7
+eager ops), whose own backward rules are written in ops (as norm_ops.py does for layer_norm_grad).
 
 float16/bfloat16 inputs are computed in float32 and rounded once (NumPy has few half-precision
 kernels and ml_dtypes' bfloat16 has fewer); the executor casts the result back to the input dtype.
@@ -21,6 +24,7 @@ import numpy as np
 import scipy.special
 
 from ...common import dtype as mstype
+from ...common.grad_state import wants_grad
 from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
@@ -162,8 +166,29 @@ def relu6(x):
 
 # ------------------------------------------------------------------------------------------------
 # sigmoid / tanh / silu / softplus
+def _sigmoid_np(x):
+    """sigmoid(x) of a float32/float64 array, as a new array; never overflows.
+
+    With e = exp(-|x|), which lies in (0, 1]:  sigmoid(x) = 1 / (1 + e) for x >= 0 and
+    e / (1 + e) for x < 0. Both are accurate to a few ulps everywhere (no cancellation) and the
+    tails come out right (sigmoid(-100) is the tiny positive number, not 0). Written as five
+    in-place NumPy passes because `scipy.special.expit` is several times slower on large arrays
+    (it is a scalar loop, not vectorized).
+    """
+    if x.ndim == 0:
+        return _sigmoid_np(x.reshape(1)).reshape(())
+    e = np.empty(x.shape, x.dtype)
+    np.abs(x, out=e)
+    np.negative(e, out=e)
+    np.exp(e, out=e)                       # e = exp(-|x|)
+    num = np.maximum(e, x >= 0)            # numerator: 1 where x >= 0, e where x < 0 (NaN stays NaN)
+    e += 1.0
+    num /= e
+    return num
+
+
 def _sigmoid_kernel(a):
-    return scipy.special.expit(upcast_half(a))     # no overflow for large |x|
+    return _sigmoid_np(upcast_half(a))
 
 
 def _sigmoid_bprop(inputs, out, dout):
@@ -196,18 +221,55 @@ def tanh(input):
 
 
 def _silu_kernel(a):
-    a = upcast_half(a)
-    return a * scipy.special.expit(a)
+    y = _sigmoid_np(upcast_half(a))
+    y *= a
+    return y
 
 
 def _silu_bprop(inputs, out, dout):
-    x = inputs[0]
-    s = sigmoid(x)
-    # d/dx x*s(x) = s + x*s*(1-s) = s * (1 + x*(1-s))
-    return (mul(dout, mul(s, add(1.0, mul(x, sub(1.0, s))))),)
+    # one fused primitive (one sigmoid and a few in-place passes) instead of ~7 eager ops
+    return (_silu_grad(inputs[0], dout),)
+
+
+def _silu_grad_infer(x, dout):
+    C.floating("silu_grad", "x", x)
+    C.floating("silu_grad", "dout", dout)
+    if tuple(dout.shape) != tuple(x.shape):
+        raise C.OpValueError("silu_grad", f"'dout' of x's shape {tuple(x.shape)}", f"shape {tuple(dout.shape)}")
+    return AbstractTensor(x.shape, mstype.promote(x.dtype, dout.dtype))
+
+
+def _silu_grad_kernel(x, dout):
+    """dout * silu'(x), with silu'(x) = d/dx x*s(x) = s + x*s*(1-s) = s * (1 + x*(1 - s))."""
+    x = upcast_half(x)
+    s = _sigmoid_np(x)
+    d = np.subtract(1.0, s, dtype=s.dtype)
+    d *= x
+    d += 1.0
+    d *= s
+    d *= upcast_half(dout)
+    return d
+
+
+def _silu_grad_bprop(inputs, out, dout):
+    """Backward of the fused backward (grad-of-grad), in ops. With g = dout * h(x),
+    h = s (1 + x (1 - s)):  d dout = a * h(x) = silu_grad(x, a),  and
+    d x = a * dout * h'(x),  h'(x) = s (1 - s) (2 + x (1 - 2 s))."""
+    x, g = inputs
+    a = dout
+    gx = gg = None
+    if wants_grad(inputs, 0):
+        s = sigmoid(x)
+        h1 = mul(mul(s, sub(1.0, s)), add(2.0, mul(x, sub(1.0, mul(s, 2.0)))))
+        gx = mul(mul(a, g), h1)
+    if wants_grad(inputs, 1):
+        gg = _silu_grad(x, a)
+    return gx, gg
 
 
 _silu = defprim("silu", _float_unary_infer("silu"), _silu_kernel, _silu_bprop, doc="x * sigmoid(x)")
+_silu_grad = defprim("silu_grad", _silu_grad_infer, _silu_grad_kernel, _silu_grad_bprop,
+                     doc="fused backward of silu: dout * silu'(x)")
 
 
 def silu(x):
@@ -307,33 +369,110 @@ def _softmax_infer(name):
     return infer
 
 
+# Row-wise helpers for the softmax family. NumPy reduces along a short contiguous last axis one
+# row at a time (a call of its inner loop per row), so on attention-shaped inputs (thousands of
+# rows of 64) `np.max(x, -1)` and `np.sum(x, -1)` spend most of their time in per-row overhead.
+# `argmax` and `einsum` have tight loops for exactly this case; they give the same values.
+_ROW_MAX_FAST = 4096      # up to this row length argmax + gather beats np.max (measured, float32/64)
+_ROW_SUM_FAST = 1024      # einsum sums sequentially: keep rows short enough that it is as accurate
+
+
+def _last_axis_rows(x, axis, limit):
+    """Is `axis` the contiguous last axis of x, with rows no longer than `limit`?"""
+    return x.ndim > 0 and axis in (-1, x.ndim - 1) and x.shape[-1] <= limit and x.strides[-1] == x.itemsize
+
+
+def _row_max(x, axis):
+    """max along `axis`, keepdims (NaN if the row has one, like np.max)."""
+    if _last_axis_rows(x, axis, _ROW_MAX_FAST) and x.shape[-1] > 0:
+        return np.take_along_axis(x, np.argmax(x, axis=-1, keepdims=True), axis=-1)
+    return np.max(x, axis=axis, keepdims=True)
+
+
+def _row_sum(x, axis):
+    """sum along `axis`, keepdims."""
+    if _last_axis_rows(x, axis, _ROW_SUM_FAST):
+        return np.einsum("...i->...", x)[..., None]
+    return np.sum(x, axis=axis, keepdims=True)
+
+
+def _row_dot(x, y, axis):
+    """sum(x * y) along `axis`, keepdims, without materializing x * y where possible."""
+    if _last_axis_rows(x, axis, _ROW_SUM_FAST) and _last_axis_rows(y, axis, _ROW_SUM_FAST):
+        return np.einsum("...i,...i->...", x, y)[..., None]
+    return np.sum(x * y, axis=axis, keepdims=True)
+
+
 def _shifted(x, axis):
-    """x minus its maximum along `axis` (a row that is all -inf is left unshifted, not NaN'd)."""
-    m = np.max(x, axis=axis, keepdims=True)
+    """x minus its maximum along `axis`, as a new array (a row that is all -inf is left unshifted,
+    not NaN'd)."""
+    m = _row_max(x, axis)
     if not np.isfinite(m).all():          # rare: fix only then (the common path allocates nothing extra)
         m = np.where(np.isfinite(m), m, 0)
-    return x - m
+    return np.subtract(x, m)
 
 
 def _softmax_kernel(a, axis=-1):
     x = upcast_half(a)
+    if x.ndim == 0:
+        return _softmax_kernel(x.reshape(1)).reshape(())
     if x.size == 0:
         return x.copy()
-    e = np.exp(_shifted(x, axis))         # every exponent <= 0: no overflow
-    return e / np.sum(e, axis=axis, keepdims=True)
+    e = _shifted(x, axis)
+    np.exp(e, out=e)                      # every exponent <= 0: no overflow
+    e /= _row_sum(e, axis)
+    return e
 
 
 def _softmax_bprop(inputs, out, dout, axis=-1):
-    # dx = y * (g - sum(g * y))
-    return (mul(out, sub(dout, reduce_sum(mul(dout, out), axis, keep_dims=True))),)
+    return (_softmax_grad(out, dout, axis=axis),)
+
+
+def _softmax_grad_infer(y, dout, axis=-1):
+    C.floating("softmax_grad", "y", y)
+    C.floating("softmax_grad", "dout", dout)
+    C.axis("softmax_grad", axis, len(y.shape))
+    if tuple(dout.shape) != tuple(y.shape):
+        raise C.OpValueError("softmax_grad", f"'dout' of y's shape {tuple(y.shape)}", f"shape {tuple(dout.shape)}")
+    return AbstractTensor(y.shape, mstype.promote(y.dtype, dout.dtype))
+
+
+def _softmax_grad_kernel(y, dout, axis=-1):
+    """dx = y * (g - sum(g * y)) along `axis`, from the softmax output y and its cotangent g."""
+    y, g = upcast_half(y), upcast_half(dout)
+    if y.ndim == 0:
+        return _softmax_grad_kernel(y.reshape(1), g.reshape(1)).reshape(())
+    dx = np.subtract(g, _row_dot(g, y, axis))
+    dx *= y
+    return dx
+
+
+def _softmax_grad_bprop(inputs, out, dout, axis=-1):
+    """Backward of the fused backward (grad-of-grad), in ops. z = y * (g - <g, y>), so for a
+    cotangent a:  d g = y * (a - <a, y>) = softmax_grad(y, a)  and
+    d y = a * (g - <g, y>) - g * <a, y>."""
+    y, g = inputs
+    a = dout
+    gy = gg = None
+    if wants_grad(inputs, 0):
+        gy = sub(mul(a, sub(g, reduce_sum(mul(g, y), axis, keep_dims=True))),
+                 mul(g, reduce_sum(mul(a, y), axis, keep_dims=True)))
+    if wants_grad(inputs, 1):
+        gg = _softmax_grad(y, a, axis=axis)
+    return gy, gg
 
 
 def _log_softmax_kernel(a, axis=-1):
     x = upcast_half(a)
+    if x.ndim == 0:
+        return _log_softmax_kernel(x.reshape(1)).reshape(())
     if x.size == 0:
         return x.copy()
     s = _shifted(x, axis)
-    return s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+    lse = _row_sum(np.exp(s), axis)
+    np.log(lse, out=lse)
+    s -= lse
+    return s
 
 
 def _log_softmax_bprop(inputs, out, dout, axis=-1):
@@ -343,6 +482,8 @@ def _log_softmax_bprop(inputs, out, dout, axis=-1):
 
 _softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
                    doc="exp(x) / sum(exp(x)) along an axis")
+_softmax_grad = defprim("softmax_grad", _softmax_grad_infer, _softmax_grad_kernel, _softmax_grad_bprop,
+                        doc="fused backward of softmax: y * (dout - sum(dout * y))")
 _log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
                        doc="x - logsumexp(x) along an axis")
 
