@@ -245,6 +245,11 @@ class Parameter(Tensor):
     def set_data(self, data, slice_shape=False):
         """Replace the value. The shape must match unless `slice_shape=True`."""
         arr = data._data if isinstance(data, Tensor) else _to_array(data, None)
+        if not isinstance(arr, np.ndarray):
+            # a symbolic value (a tensor being captured into a graph) has no storage to take
+            raise OpTypeError("Parameter.set_data", f"concrete data for '{self.name}'",
+                              f"a symbolic {type(arr).__name__} (assign parameters outside jit, or return the "
+                              "new value from the jitted function)")
         if not slice_shape and tuple(arr.shape) != tuple(self._data.shape):
             raise OpValueError("Parameter.set_data", f"data of shape {self.shape} for '{self.name}'",
                                f"shape {tuple(arr.shape)}")

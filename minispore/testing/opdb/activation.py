@@ -12,6 +12,7 @@ import scipy.special
 
 from ... import ops
 from ...common import dtype as mstype
+from ...ops.primitive import get_primitive
 from ..opinfo import OpInfo, SampleInput, noncontig, rand, register
 
 F16 = (mstype.float16, mstype.bfloat16, mstype.float32, mstype.float64)
@@ -95,6 +96,58 @@ def _softmax_samples(rng, dtype):
     # e^(1e4) overflows every float type; the kernel must subtract the row maximum first
     yield SampleInput((np.array([[1e4, -1e4, 0.0, 9999.0], [-1e4, -9999.0, -1e4, -9998.5]], dtype=dtype),),
                       desc="large logits")
+    # an attention-shaped input with a causal -inf mask (the kernels' fast row-wise path), and rows
+    # longer than the fast path's limit (the generic reduction)
+    causal = np.triu(np.full((5, 5), -np.inf), 1).astype(dtype)
+    yield SampleInput((rand(rng, (2, 2, 5, 5), dtype) + causal,), desc="causal -inf mask", grad_args=())
+    yield SampleInput((rand(rng, (2, 2, 5, 5), dtype),), desc="4-d, last axis")
+    yield SampleInput((rand(rng, (2, 1500), dtype, -8, 8),), desc="long rows", grad_args=())
+    yield SampleInput((rand(rng, (3, 4), dtype)[:, ::2],), desc="strided last axis")
+
+
+def _silu_grad_op(x, dout):
+    return get_primitive("silu_grad")(x, dout)
+
+
+def _silu_grad_ref(x, dout):
+    # silu'(x) by complex-step differentiation of x * sigmoid(x) (exact to rounding), independent
+    # of the kernel's closed form
+    h = 1e-20
+    z = x + 1j * h
+    return dout * np.imag(z / (1 + np.exp(-z))) / h
+
+
+def _silu_grad_samples(rng, dtype):
+    yield SampleInput((rand(rng, (3, 4), dtype, -4, 4), rand(rng, (3, 4), dtype)))
+    yield SampleInput((rand(rng, (), dtype), rand(rng, (), dtype)), desc="0-d")
+    yield SampleInput((noncontig(rand(rng, (4, 3), dtype, -4, 4)), rand(rng, (4, 3), dtype)), desc="non-contiguous")
+    yield SampleInput((np.array(_EXTREMES, dtype=dtype), rand(rng, (len(_EXTREMES),), dtype)), desc="extreme values")
+
+
+def _softmax_grad_op(y, dout, axis=-1):
+    return get_primitive("softmax_grad")(y, dout, axis=axis)
+
+
+def _softmax_grad_ref(y, dout, axis=-1):
+    # the vector-Jacobian product row by row through the explicit Jacobian diag(y) - y y^T
+    if y.ndim == 0:
+        return _softmax_grad_ref(y.reshape(1), dout.reshape(1)).reshape(())
+    yr, gr = np.moveaxis(y, axis, -1), np.moveaxis(dout, axis, -1)
+    out = np.empty_like(yr)
+    for idx in np.ndindex(*yr.shape[:-1]):
+        v = yr[idx]
+        out[idx] = (np.diag(v) - np.outer(v, v)).T @ gr[idx]
+    return np.moveaxis(out, -1, axis)
+
+
+def _softmax_grad_samples(rng, dtype):
+    def probs(shape, axis=-1):
+        return scipy.special.softmax(rand(rng, shape, np.float64), axis=axis).astype(dtype)
+    yield SampleInput((probs((3, 4)), rand(rng, (3, 4), dtype)))
+    yield SampleInput((probs((2, 3, 4), 1), rand(rng, (2, 3, 4), dtype)), {"axis": 1}, desc="axis 1")
+    yield SampleInput((noncontig(probs((4, 3), 0)), rand(rng, (4, 3), dtype)), {"axis": 0}, desc="non-contiguous")
+    yield SampleInput((np.ones((), dtype), rand(rng, (), dtype)), desc="0-d")
+    yield SampleInput((rand(rng, (2, 5), dtype, 0, 1), rand(rng, (2, 5), dtype)), desc="any y (not normalized)")
 
 
 def _clamp_samples(rng, dtype):
@@ -154,6 +207,12 @@ register(
     # log-probabilities of 1e4-sized logits are ~-2e4, so finite differences lose ~1e-6 absolute
     OpInfo("log_softmax", ops.log_softmax, lambda x, axis=-1: scipy.special.log_softmax(x, axis=axis),
            _softmax_samples, dtypes=F16, grad_tol=(1e-5, 1e-5)),
+    # the fused backward primitives of silu and softmax: forward against the vector-Jacobian
+    # product, and a finite-difference check of their hand-written grad-of-grad rules
+    OpInfo("silu_grad", _silu_grad_op, _silu_grad_ref, _silu_grad_samples, dtypes=F16,
+           tols={mstype.float32: (1e-5, 1e-6), mstype.float64: (1e-7, 1e-9)}, primitive="silu_grad"),
+    OpInfo("softmax_grad", _softmax_grad_op, _softmax_grad_ref, _softmax_grad_samples, dtypes=F16,
+           primitive="softmax_grad"),
     OpInfo("clamp", ops.clamp, _ref_clamp, _clamp_samples, dtypes=F16),
     OpInfo("clamp_int", ops.clamp, _ref_clamp, _clamp_int_samples, dtypes=(mstype.int32,), differentiable=False,
            primitive="clamp"),
