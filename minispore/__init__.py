@@ -19,6 +19,12 @@ from .autograd import GradOperation, grad, jvp, value_and_grad, vjp
 from .ops import stop_gradient
 from .jit import JitConfig, jit                              # graph mode (minispore/graph, jit.py)
 from . import graph                                         # noqa: F401  (ms.graph.dump / explain)
+from .graph.lazy_inline import lazy_inline                  # (memory helper) compile a repeated Cell once
+from .graph.dryrun import dryrun                             # DryRun: memory/FLOPs/time without running
+from .profiler import Profiler                               # per-op / per-stream timings, Chrome trace
+from .jit import register_jit_level as _register_jit_level
+from .graph.streams import StreamExecutor as _StreamExecutor
+_register_jit_level("O0", _StreamExecutor)                   # O0 on one or more streams (graph/streams.py)
 
 _LAZY = {
     "nn": "minispore.nn",

@@ -89,6 +89,8 @@ def make_executor(graph, jit_level: str):
                                          f"minispore build; operator fusion (O1) and whole-graph sink (O2) "
                                          f"are not implemented yet")
         factory = O0Executor
+    if factory is O0Executor and context.get_context("memory_optimize_level") == "O1":
+        return O0Executor(graph, arena=True)     # (memory helper) SOMAS: one arena, planned offsets
     return factory(graph)
 
 
@@ -275,6 +277,8 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     result = capture(req)
     if not isinstance(result, CaptureResult):
         raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
+    from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) policy="front"
+    result = _lazy_finish(result)
     for g in result.graphs:
         verify(g)
     executor = None
@@ -378,6 +382,15 @@ def cell_call(cell, args, kwargs, host=False):
             notes = getattr(session, "notes", None)
             if notes is not None:
                 notes.setdefault("custom_bprop", []).append(type(cell).__name__)
+        if "_lazy_inline" in cell.__dict__:             # (memory helper) @lazy_inline: one shared subgraph
+            from .graph import lazy_inline as _lazy
+            if _lazy.is_lazy(cell):
+                out = _lazy.call_cell(session, cell, args, kwargs)
+                if out is not NotImplemented:
+                    return out
+        run_cell = getattr(session, "run_cell", None)   # (ast helper) the ast mode interprets construct itself
+        if run_cell is not None:
+            return run_cell(cell, args, kwargs)
         return _run_cell_python(cell, args, kwargs)
     if host or _jit_disabled() or context.get_context("mode") != context.GRAPH_MODE or hasattr(type(cell), "bprop"):
         # (a cell with its own bprop runs as Python, so PyNative's tape uses that rule; its

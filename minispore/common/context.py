@@ -6,6 +6,8 @@ that `set_seed` makes every random op (initializers, dropout, sampling) reproduc
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .errors import OpValueError
@@ -20,6 +22,13 @@ _DEFAULTS = {
     "jit_level": "O0",
     "save_graphs": False,
     "deterministic": "OFF",
+    # (memory helper) "O0": buffers freed after their last use (performance first); "O1": SOMAS,
+    # every intermediate of a compiled graph at a planned offset in one arena (memory first)
+    "memory_optimize_level": "O0",
+    # (memory helper) compiled graphs stored on disk and reused by later processes
+    # (graph/compile_cache.py); env MS_COMPILER_CACHE_ENABLE=1 / MS_COMPILER_CACHE_PATH, lower priority
+    "enable_compile_cache": False,
+    "compile_cache_path": "",
 }
 _context = dict(_DEFAULTS)
 _listeners = []   # callables(key, value) run after a key changes (e.g. the backend registry)
@@ -34,6 +43,12 @@ def set_context(**kwargs):
             raise OpValueError("set_context", "mode GRAPH_MODE (0) or PYNATIVE_MODE (1)", repr(value))
         if key == "device_target" and not isinstance(value, str):
             raise OpValueError("set_context", "device_target as a string such as 'CPU'", repr(value))
+        if key == "memory_optimize_level" and value not in ("O0", "O1"):            # (memory helper)
+            raise OpValueError("set_context", "memory_optimize_level 'O0' or 'O1'", repr(value))
+        if key == "enable_compile_cache" and not isinstance(value, bool):           # (memory helper)
+            raise OpValueError("set_context", "enable_compile_cache as a bool", repr(value))
+        if key == "compile_cache_path" and not isinstance(value, (str, os.PathLike)):  # (memory helper)
+            raise OpValueError("set_context", "compile_cache_path as a path string", repr(value))
     old = dict(_context)
     _context.update(kwargs)
     try:

@@ -28,6 +28,7 @@ after each step (`self.live_trace`).
 from __future__ import annotations
 
 import os
+import weakref
 
 import numpy as np
 
@@ -94,14 +95,42 @@ def _fill_template(template, args):
     return template
 
 
+_callees: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _callee_executor(graph):
+    """(memory helper) The executor of a CALL's callee, built once per callee graph: lazy_inline
+    calls one layer graph from every layer, and executors keep no per-run state."""
+    ex = _callees.get(graph)
+    if ex is None:
+        ex = _callees[graph] = O0Executor(graph)
+    return ex
+
+
 class O0Executor:
     """Runs one graph kernel by kernel. See the module docstring."""
 
-    def __init__(self, graph: Graph, record_live: bool = False):
+    def __init__(self, graph: Graph, record_live: bool = False, arena: bool = False):
         self.graph = graph
         self.record_live = record_live
         self.live_trace: list[set] = []
         self._build()
+        # (memory helper) arena mode: every intermediate at its planned offset in one arena
+        # (graph/memory/arena_exec.py); None keeps the default path below unchanged
+        self.arena_state = None
+        if arena:
+            from .memory.arena_exec import attach_arena
+            self.arena_state = attach_arena(self)
+
+    @property
+    def memory_plan(self):
+        """(memory helper) The MemoryPlan this executor runs with (arena mode), else None."""
+        return self.arena_state.plan if self.arena_state is not None else None
+
+    @property
+    def arena(self):
+        """(memory helper) The Arena of arena mode, else None."""
+        return self.arena_state.arena if self.arena_state is not None else None
 
     # -- planning ---------------------------------------------------------------------------------
     def _build(self):
@@ -161,7 +190,7 @@ class O0Executor:
                 sub = (O0Executor(node.attrs["cond_graph"]), O0Executor(node.attrs["body_graph"]))
             elif kind == _CALL:
                 fn = None
-                sub = O0Executor(node.attrs["graph"])
+                sub = _callee_executor(node.attrs["graph"])     # (memory helper) one per callee
             else:
                 fn = node.attrs["fn"]
                 sub = node.attrs.get("template")
@@ -180,6 +209,8 @@ class O0Executor:
             env[s] = t._data
 
     def run(self, *arrays):
+        if self.arena_state is not None:           # (memory helper) arena mode
+            return self.arena_state.run(arrays)
         if len(arrays) != self._n_params:
             raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {self._n_params} inputs, "
                                         f"got {len(arrays)}")

@@ -109,7 +109,8 @@ def _check_structural(graph, node):
     else:
         _fail(graph, node, f"unknown op {op!r}")
     for sub in node.subgraphs():
-        verify(sub)
+        if id(sub) not in _verified:         # (memory helper) a subgraph called N times is checked once
+            verify(sub)
 
 
 def _check_template(graph, node, template, n_inputs):
@@ -129,8 +130,21 @@ def _check_template(graph, node, template, n_inputs):
         _fail(graph, node, f"HostCall template uses slots {sorted(seen)} for {n_inputs} inputs")
 
 
+_verified: set = set()      # (memory helper) ids of the subgraphs checked during the current top-level verify
+
+
 def verify(graph: Graph) -> None:
     """Check `graph` (and its subgraphs); raise GraphVerifyError on the first broken invariant."""
+    top = not _verified
+    _verified.add(id(graph))
+    try:
+        _verify(graph)
+    finally:
+        if top:
+            _verified.clear()
+
+
+def _verify(graph: Graph) -> None:
     defined: set[int] = set()
 
     def define(v, node=None):

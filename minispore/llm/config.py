@@ -140,6 +140,28 @@ PRESETS = {
                    lr_decay_iters=5000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
                    eval_interval=250, eval_iters=200, final_eval_iters=200, ckpt_interval=500),
         description="nanoGPT's GPU Shakespeare config (10.7M parameters; hours on a CPU)"),
+    # Meta's LLaMA geometries (Touvron et al. 2023, "LLaMA: Open and Efficient Foundation Language
+    # Models", Table 2; Llama 2 paper Table 1 for 70B's grouped-query attention), for
+    # `minispore dryrun`: far too big to train here. Parameter counts: 6,738,415,616 (the "6.7B"
+    # of the paper), 13,015,864,320 and 68,976,648,192. The train dict is the paper's AdamW setup.
+    "llama-7b": Preset(
+        model=LlamaConfig(vocab_size=32000, dim=4096, n_layers=32, n_heads=32, multiple_of=256, max_seq_len=2048,
+                          norm_eps=1e-6, tie_embeddings=False),
+        train=dict(batch_size=1, learning_rate=3e-4, min_lr=3e-5, beta1=0.9, beta2=0.95, weight_decay=0.1,
+                   grad_clip=1.0, warmup_iters=2000),
+        description="Meta's LLaMA-7B (6.74B parameters; for dryrun)"),
+    "llama-13b": Preset(
+        model=LlamaConfig(vocab_size=32000, dim=5120, n_layers=40, n_heads=40, multiple_of=256, max_seq_len=2048,
+                          norm_eps=1e-6, tie_embeddings=False),
+        train=dict(batch_size=1, learning_rate=3e-4, min_lr=3e-5, beta1=0.9, beta2=0.95, weight_decay=0.1,
+                   grad_clip=1.0, warmup_iters=2000),
+        description="Meta's LLaMA-13B (13.0B parameters; for dryrun)"),
+    "llama-70b": Preset(
+        model=LlamaConfig(vocab_size=32000, dim=8192, n_layers=80, n_heads=64, n_kv_heads=8, multiple_of=4096,
+                          ffn_dim_multiplier=1.3, max_seq_len=4096, norm_eps=1e-5, tie_embeddings=False),
+        train=dict(batch_size=1, learning_rate=1.5e-4, min_lr=1.5e-5, beta1=0.9, beta2=0.95, weight_decay=0.1,
+                   grad_clip=1.0, warmup_iters=2000),
+        description="Meta's Llama-2-70B (69.0B parameters, grouped-query attention; for dryrun)"),
 }
 
 

@@ -182,3 +182,9 @@ __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mo
 from .trace import capture_trace as _capture_trace  # noqa: E402  (the built-in mode)
 
 register_capture_mode("trace", _capture_trace)
+from . import bytecode as _bytecode  # noqa: E402,F401  (bytecode helper) registers capture_mode="bytecode"
+
+# (ast helper) the 'ast' mode, MindSpore's default: parses the source (capture/ast_mode/)
+from .ast_mode import capture_ast as _capture_ast  # noqa: E402
+
+register_capture_mode("ast", _capture_ast)

@@ -70,3 +70,12 @@ Executors use it like this (executor.py's arena mode, `O0Executor(graph, arena=T
 each planned output is copied into `arena.view(p.offsets[vid], shape, dtype)` (views are left as
 the kernel made them: they already point into their owner's bytes).
 """
+from .lifetimes import DEFAULT_ALIGNMENT, INPLACE, Buffer, align, lifetimes, register_inplace
+from .heuristics import HEURISTICS, live_bytes, place
+from .planner import MemoryPlan, PlanError, check_offsets, check_plan, plan, plan_buffers
+from .arena import Arena
+from .arena_exec import graph_plan
+
+__all__ = ["Buffer", "lifetimes", "register_inplace", "INPLACE", "align", "DEFAULT_ALIGNMENT", "HEURISTICS",
+           "place", "live_bytes", "MemoryPlan", "PlanError", "plan", "plan_buffers", "check_plan",
+           "check_offsets", "Arena", "graph_plan"]

@@ -8,9 +8,10 @@ Each is one primitive with its own NumPy kernel, so the forward pass is one vect
 never overflows where the math does not: sigmoid only exponentiates -|x|, softplus never
 exponentiates a large positive number, softmax/log_softmax subtract the row maximum first. Each
 backward rule is written in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)),
-so grad-of-grad works. The two activations on a transformer's hot path, silu and softmax, have a
-fused backward primitive instead (`silu_grad`, `softmax_grad`: one NumPy kernel rather than 4-7
-eager ops), whose own backward rules are written in ops (as norm_ops.py does for layer_norm_grad).
+so grad-of-grad works. silu, softmax and log_softmax (on a transformer's hot path) have a fused
+backward primitive instead (`silu_grad`, `softmax_grad`, `log_softmax_grad`: one NumPy kernel
+rather than 4-7 eager ops), whose own backward rules are written in ops (as norm_ops.py does for
+layer_norm_grad).
 
 float16/bfloat16 inputs are computed in float32 and rounded once (NumPy has few half-precision
 kernels and ml_dtypes' bfloat16 has fewer); the executor casts the result back to the input dtype.
@@ -29,7 +30,7 @@ from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from .elementwise import (add, cast, erf, exp, greater, greater_equal, less, less_equal, logical_and, minimum,
-                          mul, square, sub, sum_to, where, zeros_like)
+                          mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
 from .reduction import reduce_sum
 
 _HALF = (np.dtype(np.float16), mstype.bfloat16.np)
@@ -88,7 +89,7 @@ def relu(input):
 
 def _leaky_relu_kernel(a, alpha=0.2):
     a = upcast_half(a)
-    return np.where(a > 0, a, a * alpha)
+    return select_kernel(a > 0, a, a * alpha)      # np.where without the branch per element
 
 
 def _leaky_relu_bprop(inputs, out, dout, alpha=0.2):
@@ -108,8 +109,8 @@ def leaky_relu(input, alpha=0.2):
 def _elu_kernel(a, alpha=1.0):
     a = upcast_half(a)
     # expm1 only of the non-positive part: exp of a large positive x would overflow in the
-    # branch np.where throws away anyway.
-    return np.where(a > 0, a, alpha * np.expm1(np.minimum(a, 0)))
+    # branch the select throws away anyway.
+    return select_kernel(a > 0, a, alpha * np.expm1(np.minimum(a, 0)))
 
 
 def _elu_bprop(inputs, out, dout, alpha=1.0):
@@ -166,25 +167,29 @@ def relu6(x):
 
 # ------------------------------------------------------------------------------------------------
 # sigmoid / tanh / silu / softplus
-def _sigmoid_np(x):
-    """sigmoid(x) of a float32/float64 array, as a new array; never overflows.
+def _one_plus_exp_neg(x):
+    """1 + exp(-x) of a float32/float64 array, as a new array.
 
-    With e = exp(-|x|), which lies in (0, 1]:  sigmoid(x) = 1 / (1 + e) for x >= 0 and
-    e / (1 + e) for x < 0. Both are accurate to a few ulps everywhere (no cancellation) and the
-    tails come out right (sigmoid(-100) is the tiny positive number, not 0). Written as five
-    in-place NumPy passes because `scipy.special.expit` is several times slower on large arrays
-    (it is a scalar loop, not vectorized).
+    exp(-x) overflows to inf for very negative x (x < -88.7 in float32); 1/inf = 0 and x/inf = -0
+    are then the right limits of sigmoid and silu (the true values are below the smallest normal
+    float, and `scipy.special.expit` returns 0 there too), so the overflow is expected and silenced.
     """
+    with np.errstate(over="ignore"):
+        d = np.negative(x)
+        np.exp(d, out=d)
+    d += 1.0
+    return d
+
+
+def _sigmoid_np(x):
+    """sigmoid(x) = 1 / (1 + exp(-x)) as a new array, within ~1.5 ulp wherever it is a normal float.
+
+    Written as four in-place NumPy passes because `scipy.special.expit` is several times slower on
+    large arrays (it is not vectorized)."""
     if x.ndim == 0:
         return _sigmoid_np(x.reshape(1)).reshape(())
-    e = np.empty(x.shape, x.dtype)
-    np.abs(x, out=e)
-    np.negative(e, out=e)
-    np.exp(e, out=e)                       # e = exp(-|x|)
-    num = np.maximum(e, x >= 0)            # numerator: 1 where x >= 0, e where x < 0 (NaN stays NaN)
-    e += 1.0
-    num /= e
-    return num
+    d = _one_plus_exp_neg(x)
+    return np.reciprocal(d, out=d)
 
 
 def _sigmoid_kernel(a):
@@ -221,9 +226,11 @@ def tanh(input):
 
 
 def _silu_kernel(a):
-    y = _sigmoid_np(upcast_half(a))
-    y *= a
-    return y
+    x = upcast_half(a)
+    if x.ndim == 0:
+        return _silu_kernel(x.reshape(1)).reshape(())
+    d = _one_plus_exp_neg(x)
+    return np.divide(x, d, out=d)              # x * sigmoid(x) = x / (1 + exp(-x)): one pass fewer
 
 
 def _silu_bprop(inputs, out, dout):
@@ -289,7 +296,7 @@ def _softplus_kernel(a, beta=1.0, threshold=20.0):
     bx = x * beta
     # log(1 + e^t) = max(t, 0) + log1p(e^-|t|): the exponent is never positive, so no overflow
     soft = (np.maximum(bx, 0) + np.log1p(np.exp(-np.abs(bx)))) / beta
-    return np.where(bx > threshold, x, soft)       # linear above the threshold, as MindSpore/PyTorch
+    return select_kernel(bx > threshold, x, soft)  # linear above the threshold, as MindSpore/PyTorch
 
 
 def _softplus_bprop(inputs, out, dout, beta=1.0, threshold=20.0):
@@ -476,8 +483,37 @@ def _log_softmax_kernel(a, axis=-1):
 
 
 def _log_softmax_bprop(inputs, out, dout, axis=-1):
-    # dx = g - softmax * sum(g)
-    return (sub(dout, mul(exp(out), reduce_sum(dout, axis, keep_dims=True))),)
+    return (_log_softmax_grad(out, dout, axis=axis),)
+
+
+def _log_softmax_grad_infer(y, dout, axis=-1):
+    C.floating("log_softmax_grad", "y", y)
+    C.floating("log_softmax_grad", "dout", dout)
+    C.axis("log_softmax_grad", axis, len(y.shape))
+    if tuple(dout.shape) != tuple(y.shape):
+        raise C.OpValueError("log_softmax_grad", f"'dout' of y's shape {tuple(y.shape)}", f"shape {tuple(dout.shape)}")
+    return AbstractTensor(y.shape, mstype.promote(y.dtype, dout.dtype))
+
+
+def _log_softmax_grad_kernel(y, dout, axis=-1):
+    """dx = g - exp(y) * sum(g) along `axis`, from the log_softmax output y and its cotangent g."""
+    y, g = upcast_half(y), upcast_half(dout)
+    if y.ndim == 0:
+        return _log_softmax_grad_kernel(y.reshape(1), g.reshape(1)).reshape(())
+    p = np.exp(y)                               # softmax, recovered from its log
+    p *= _row_sum(g, axis)
+    return np.subtract(g, p, out=p)
+
+
+def _log_softmax_grad_bprop(inputs, out, dout, axis=-1):
+    """Backward of the fused backward (grad-of-grad), in ops. z = g - exp(y) * sum(g), so for a
+    cotangent a:  d g = a - sum(a * exp(y))  and  d y = -a * exp(y) * sum(g)."""
+    y, g = inputs
+    a = dout
+    ay = mul(a, exp(y))
+    gy = neg(mul(ay, reduce_sum(g, axis, keep_dims=True))) if wants_grad(inputs, 0) else None
+    gg = sub(a, reduce_sum(ay, axis, keep_dims=True)) if wants_grad(inputs, 1) else None
+    return gy, gg
 
 
 _softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
@@ -486,6 +522,8 @@ _softmax_grad = defprim("softmax_grad", _softmax_grad_infer, _softmax_grad_kerne
                         doc="fused backward of softmax: y * (dout - sum(dout * y))")
 _log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
                        doc="x - logsumexp(x) along an axis")
+_log_softmax_grad = defprim("log_softmax_grad", _log_softmax_grad_infer, _log_softmax_grad_kernel,
+                            _log_softmax_grad_bprop, doc="fused backward of log_softmax: dout - exp(y) * sum(dout)")
 
 
 def _int_axis(op, axis):

@@ -14,6 +14,7 @@ with each other: the set is closed under differentiation (grad-of-grad to any or
 """
 from __future__ import annotations
 
+from ...common.grad_state import wants_grad
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
@@ -117,24 +118,25 @@ def _backprop_filter_kernel(dy, x, w_shape, stride, pads, dilation, groups):
 
 
 def _conv2d_bprop(inputs, out, dout, **attrs):
-    # (the input gradient of a first layer, whose input is data, is skipped: col2im is not free)
+    # A gradient the tape would discard is not computed (grad_state.wants_grad): e.g. the input
+    # gradient of a first layer, whose input is data, is skipped (col2im is not free).
     x, w = inputs
-    return (_backprop_input(dout, w, x_shape=tuple(x.shape), **attrs) if N.needs_grad(x) else None,
-            _backprop_filter(dout, x, w_shape=tuple(w.shape), **attrs) if N.needs_grad(w) else None)
+    return (_backprop_input(dout, w, x_shape=tuple(x.shape), **attrs) if wants_grad(inputs, 0) else None,
+            _backprop_filter(dout, x, w_shape=tuple(w.shape), **attrs) if wants_grad(inputs, 1) else None)
 
 
 def _backprop_input_bprop(inputs, out, dout, x_shape, **attrs):
     # dx = A_w^T dy is linear in dy and in w: d dy = A_w a = conv2d(a, w); d w = conv2d's weight
     # gradient of <conv2d(a, w), dy>.
     dy, w = inputs
-    return (_conv2d(dout, w, **attrs) if N.needs_grad(dy) else None,
-            _backprop_filter(dy, dout, w_shape=tuple(w.shape), **attrs) if N.needs_grad(w) else None)
+    return (_conv2d(dout, w, **attrs) if wants_grad(inputs, 0) else None,
+            _backprop_filter(dy, dout, w_shape=tuple(w.shape), **attrs) if wants_grad(inputs, 1) else None)
 
 
 def _backprop_filter_bprop(inputs, out, dout, w_shape, **attrs):
     dy, x = inputs
-    return (_conv2d(x, dout, **attrs) if N.needs_grad(dy) else None,
-            _backprop_input(dy, dout, x_shape=tuple(x.shape), **attrs) if N.needs_grad(x) else None)
+    return (_conv2d(x, dout, **attrs) if wants_grad(inputs, 0) else None,
+            _backprop_input(dy, dout, x_shape=tuple(x.shape), **attrs) if wants_grad(inputs, 1) else None)
 
 
 def _conv2d_cost(x, w, stride, pads, dilation, groups):

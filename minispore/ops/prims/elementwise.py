@@ -439,7 +439,39 @@ def _where_bprop(inputs, out, dout):
             _grad_for(y, where(c, zero, dout)) if _wanted(inputs, 2) else None)
 
 
-_where = defprim("where", _where_infer, np.where, _where_bprop, doc="condition ? x : y")
+# Same-width unsigned integer views for the bitwise select below, by item size.
+_BITS = {2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SELECT_MIN_SIZE = 4096        # below this np.where's fixed cost is lower than five NumPy calls
+
+
+def select_kernel(c, x, y):
+    """np.where(c, x, y), bit-identical, but without a data-dependent branch per element.
+
+    np.where picks each element with a branch, and when the mask is irregular (a ReLU's gradient
+    mask, dropout, random data) the CPU mispredicts about half of them: ~1 ms for 270k floats,
+    ~20x the cost of an add. For two arrays of one dtype the select is done instead on the raw
+    bits, where it is pure arithmetic: with m = all-one bits where c is True and zero bits
+    elsewhere,  out = y ^ ((x ^ y) & m)  is x's bits where c holds and y's bits elsewhere (NaN
+    payloads, -0.0 and infinities included). Everything else (scalars, mixed dtypes, 1-byte
+    dtypes, small arrays) goes to np.where.
+    """
+    if (type(x) is np.ndarray and type(y) is np.ndarray and x.dtype == y.dtype and x.dtype.itemsize in _BITS
+            and type(c) is np.ndarray and c.dtype == np.bool_ and max(c.size, x.size, y.size) >= _SELECT_MIN_SIZE):
+        bits = _BITS[x.dtype.itemsize]
+        m = c.astype(bits)
+        np.negative(m, out=m)                   # True -> all ones (unsigned wrap-around), False -> 0
+        yb = y.view(bits)
+        out = np.bitwise_xor(x.view(bits), yb)
+        if out.shape == m.shape:
+            out &= m
+        else:
+            out = np.bitwise_and(out, m)       # the mask broadcasts to a larger shape
+        out ^= yb
+        return out.view(x.dtype)
+    return np.where(c, x, y)
+
+
+_where = defprim("where", _where_infer, select_kernel, _where_bprop, doc="condition ? x : y")
 
 
 def where(condition, x, y):

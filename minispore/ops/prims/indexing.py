@@ -41,6 +41,7 @@ from ...common.errors import MinisporeRuntimeError
 from ...common.tensor import Tensor, _wrap
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
+from .elementwise import select_kernel
 from ._indexspec import is_basic, normalize, result_shape, to_numpy, value_fits
 
 __all__ = ["getitem", "setitem", "gather", "gather_elements", "gather_d", "index_select", "scatter",
@@ -65,6 +66,31 @@ def _check_range(op, arr, size, allow_negative, what="index"):
     if lo < low or hi >= size:
         bad = lo if lo < low else hi
         raise C.OpIndexError(op, f"{what} values in [{low}, {size})", str(bad))
+
+
+def _scatter_add_along(shape, axis, indices, values):
+    """zeros(shape) with `values` added at `indices` along `axis` (np.add.at semantics: repeated
+    indices accumulate), where values.shape = shape[:axis] + indices.shape + shape[axis+1:].
+
+    np.add.at with an index array on the first axis of a 2-D array goes through NumPy's slow
+    generic path (~7 ns per element); on a flat array with one flat index per element it takes
+    NumPy's fast 1-D path, 3-6x faster at every table size (embedding gradient, vocab 65 and
+    32000), and it adds the same numbers in the same order, so results are bit-identical.
+    """
+    z = np.zeros(shape, dtype=values.dtype)
+    if values.size == 0:
+        return z
+    n = shape[axis]
+    pre = int(np.prod(shape[:axis], dtype=np.int64))
+    post = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    ids = indices.reshape(-1).astype(np.intp, copy=False)
+    if ids.min() < 0:                            # negative indices count from the end, as in np.add.at
+        ids = ids % n
+    flat = (ids[:, None] * post + np.arange(post)).reshape(-1)          # (ids, post), row-major
+    if pre != 1:
+        flat = (np.arange(pre)[:, None] * (n * post) + flat).reshape(-1)
+    np.add.at(z.reshape(-1), flat, values.reshape(-1))
+    return z
 
 
 # ------------------------------------------------------------------------------------------------
@@ -303,12 +329,11 @@ def _gather_grad_infer(dout, indices, axis, batch_dims, shape):
 
 def _gather_grad_kernel(dout, indices, axis, batch_dims, shape):
     axis %= len(shape)
-    z = np.zeros(shape, dtype=dout.dtype)
     if batch_dims == 0:
-        np.add.at(z, (slice(None),) * axis + (indices,), dout)
-    else:
-        index, perm = _batched_index(shape, indices, axis, batch_dims)
-        np.add.at(z, index, dout.transpose(np.argsort(perm)))
+        return _scatter_add_along(shape, axis, indices, dout)
+    z = np.zeros(shape, dtype=dout.dtype)
+    index, perm = _batched_index(shape, indices, axis, batch_dims)
+    np.add.at(z, index, dout.transpose(np.argsort(perm)))
     return z
 
 
@@ -470,7 +495,8 @@ def _masked_fill_infer(x, mask, value):
 
 
 def _masked_fill_kernel(x, mask, value):
-    return np.where(mask, np.asarray(value).astype(x.dtype), x)
+    # the branch-free select (see elementwise.select_kernel): same bits as np.where, 2-10x faster
+    return select_kernel(mask, np.asarray(value).astype(x.dtype), x)
 
 
 def _masked_fill_bprop(inputs, out, dout):
@@ -582,9 +608,7 @@ def _embedding_grad_kernel(dout, ids, num_weights, padding_idx, scale_grad_by_fr
     g = dout.reshape(-1, d)
     if scale_grad_by_freq or padding_idx is not None:
         g = g * _token_weights(flat_ids, num_weights, padding_idx, scale_grad_by_freq, dout.dtype)[:, None]
-    z = np.zeros((num_weights, d), dtype=dout.dtype)
-    np.add.at(z, flat_ids, g)          # fast in NumPy >= 1.25 (faster than a sparse matmul here)
-    return z
+    return _scatter_add_along((num_weights, d), 0, flat_ids, g)
 
 
 def _embedding_grad_bprop(inputs, out, dout, num_weights, padding_idx, scale_grad_by_freq):

@@ -4,11 +4,23 @@ from __future__ import annotations
 import numpy as np
 
 from ...common import dtype as mstype
+from ...common.grad_state import wants_grad
+from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 
+_CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
+_BY_NP = mstype._BY_NP
+
 
 def _matmul_infer(x, y):
+    if type(x) in _CONCRETE and type(y) in _CONCRETE:
+        # PyNative fast path: two same-dtype matrices (or stacks with equal batch dims) that fit
+        a, b = x._data, y._data
+        xs, ys = a.shape, b.shape
+        if (len(xs) >= 2 and len(xs) == len(ys) and xs[-1] == ys[-2] and xs[:-2] == ys[:-2]
+                and a.dtype is b.dtype and a.dtype.kind in "fiu"):
+            return AbstractTensor(xs[:-1] + ys[-1:], _BY_NP[a.dtype])
     C.tensor("matmul", "input", x)
     C.tensor("matmul", "other", y)
     if len(x.shape) == 0 or len(y.shape) == 0:
@@ -39,10 +51,18 @@ def _matmul_kernel(a, b):
 
 
 def _matmul_bprop(inputs, out, dout):
+    """dx = dout @ y^T, dy = x^T @ dout (each summed over broadcast batch dims). A gradient the
+    tape will not use (an untracked input: a data batch, a constant table) is not computed: that
+    is a whole matrix product saved (grad_state.wants_grad)."""
     from .elementwise import sum_to
     from .shape import reshape
     x, y = inputs
+    want_x, want_y = wants_grad(inputs, 0), wants_grad(inputs, 1)
     xs, ys = x.shape, y.shape
+    if len(xs) >= 2 and len(ys) >= 2:          # the common case: no vector promotion
+        gx = sum_to(matmul(dout, swap_last(y)), xs) if want_x else None
+        gy = sum_to(matmul(swap_last(x), dout), ys) if want_y else None
+        return gx, gy
     # promote vectors to matrices so one formula covers every case
     x2 = reshape(x, (1, xs[0])) if len(xs) == 1 else x
     y2 = reshape(y, (ys[0], 1)) if len(ys) == 1 else y
@@ -51,14 +71,15 @@ def _matmul_bprop(inputs, out, dout):
         d = reshape(d, d.shape[:-1] + (1, d.shape[-1])) if len(ys) > 1 else reshape(d, (1,) + d.shape)
     if len(ys) == 1:
         d = reshape(d, d.shape + (1,))
-    gx = matmul(d, swap_last(y2))
-    gy = matmul(swap_last(x2), d)
-    gx = sum_to(gx, x2.shape)
-    gy = sum_to(gy, y2.shape)
-    if len(xs) == 1:
-        gx = reshape(gx, xs)
-    if len(ys) == 1:
-        gy = reshape(gy, ys)
+    gx = gy = None
+    if want_x:
+        gx = sum_to(matmul(d, swap_last(y2)), x2.shape)
+        if len(xs) == 1:
+            gx = reshape(gx, xs)
+    if want_y:
+        gy = sum_to(matmul(swap_last(x2), d), y2.shape)
+        if len(ys) == 1:
+            gy = reshape(gy, ys)
     return gx, gy
 
 

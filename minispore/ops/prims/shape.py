@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...common.tensor import Tensor
+from ...common import dtype as mstype
+from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
+
+_CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
+_BY_NP = mstype._BY_NP                          # NumPy dtype -> minispore DType
 
 
 def _resolve_shape(op, in_shape, shape):
@@ -36,6 +40,27 @@ def _resolve_shape(op, in_shape, shape):
 
 
 def _reshape_infer(x, shape):
+    if type(x) in _CONCRETE and type(shape) is tuple:
+        # PyNative fast path (a model reshapes ~35 times a step): a tuple of plain ints with at most
+        # one -1 that fits the element count. Anything else takes the checked path below, which
+        # gives the same result or the precise error.
+        a = x._data
+        known, free = 1, -1
+        for i, s in enumerate(shape):
+            if type(s) is not int:
+                break
+            if s >= 0:
+                known *= s
+            elif s == -1 and free < 0:
+                free = i
+            else:
+                break
+        else:
+            size = a.size
+            if free < 0 and known == size:
+                return AbstractTensor(shape, _BY_NP[a.dtype])
+            if free >= 0 and known and size % known == 0:
+                return AbstractTensor(shape[:free] + (size // known,) + shape[free + 1:], _BY_NP[a.dtype])
     C.tensor("reshape", "input", x)
     return AbstractTensor(_resolve_shape("reshape", x.shape, shape), x.dtype)
 
@@ -89,6 +114,15 @@ def broadcast_to(input, shape):
 
 
 def _transpose_infer(x, perm):
+    if type(x) in _CONCRETE and type(perm) is tuple:
+        # PyNative fast path (~170 transposes a step in a small transformer, most of them views in
+        # backward rules): a permutation given as non-negative plain ints is checked by sorting it,
+        # instead of normalizing each axis through the generic checks.
+        a = x._data
+        shape = a.shape
+        if (len(perm) == len(shape) and all([type(p) is int for p in perm])
+                and sorted(perm) == list(range(len(shape)))):
+            return AbstractTensor([shape[p] for p in perm], _BY_NP[a.dtype])
     C.tensor("transpose", "input", x)
     perm = tuple(perm)
     if sorted(C.axis("transpose", p, len(x.shape)) for p in perm) != list(range(len(x.shape))):

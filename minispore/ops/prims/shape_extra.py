@@ -259,7 +259,14 @@ def _split_infer(x, sizes, axis):
 
 
 def _split_kernel(a, sizes, axis):
-    return tuple(np.split(a, np.cumsum(sizes)[:-1], axis=axis))      # views
+    # basic slices: views, and ~8x cheaper than np.split's generic machinery (RoPE splits twice per
+    # attention layer and direction)
+    lead = (slice(None),) * (axis % a.ndim)
+    pieces, start = [], 0
+    for s in sizes:
+        pieces.append(a[lead + (slice(start, start + s),)])
+        start += s
+    return tuple(pieces)
 
 
 def _split_bprop(inputs, out, dout, sizes, axis):

@@ -1,5 +1,7 @@
 """Op table: activations (relu, gelu, silu, sigmoid, tanh, softplus, leaky_relu, elu, hardtanh, relu6,
-softmax, log_softmax, clamp).
+softmax, log_softmax, clamp) and the fused backward primitives silu_grad, softmax_grad and
+log_softmax_grad (checked against vector-Jacobian products computed independently: complex-step
+derivatives, explicit Jacobians).
 
 References are written with NumPy/SciPy float64 independently of the kernels (e.g. gelu through
 `scipy.special.ndtr`, softplus through `np.logaddexp`, softmax through `scipy.special.softmax`).
@@ -150,6 +152,31 @@ def _softmax_grad_samples(rng, dtype):
     yield SampleInput((rand(rng, (2, 5), dtype, 0, 1), rand(rng, (2, 5), dtype)), desc="any y (not normalized)")
 
 
+def _log_softmax_grad_op(y, dout, axis=-1):
+    return get_primitive("log_softmax_grad")(y, dout, axis=axis)
+
+
+def _log_softmax_grad_ref(y, dout, axis=-1):
+    # the vector-Jacobian product through the explicit Jacobian of log_softmax, I - 1 p^T (p = e^y)
+    if y.ndim == 0:
+        return _log_softmax_grad_ref(y.reshape(1), dout.reshape(1)).reshape(())
+    yr, gr = np.moveaxis(y, axis, -1), np.moveaxis(dout, axis, -1)
+    out = np.empty_like(yr)
+    for idx in np.ndindex(*yr.shape[:-1]):
+        p = np.exp(yr[idx])
+        out[idx] = (np.eye(p.size) - np.outer(np.ones(p.size), p)).T @ gr[idx]
+    return np.moveaxis(out, -1, axis)
+
+
+def _log_softmax_grad_samples(rng, dtype):
+    def logp(shape, axis=-1):
+        return scipy.special.log_softmax(rand(rng, shape, np.float64), axis=axis).astype(dtype)
+    yield SampleInput((logp((3, 4)), rand(rng, (3, 4), dtype)))
+    yield SampleInput((logp((2, 3, 4), 1), rand(rng, (2, 3, 4), dtype)), {"axis": 1}, desc="axis 1")
+    yield SampleInput((noncontig(logp((4, 3), 0)), rand(rng, (4, 3), dtype)), {"axis": 0}, desc="non-contiguous")
+    yield SampleInput((np.zeros((), dtype), rand(rng, (), dtype)), desc="0-d")
+
+
 def _clamp_samples(rng, dtype):
     x = _away_from(rand(rng, (3, 4), dtype), (-0.5, 0.7))
     yield SampleInput((x, -0.5, 0.7), desc="scalar bounds")
@@ -207,12 +234,14 @@ register(
     # log-probabilities of 1e4-sized logits are ~-2e4, so finite differences lose ~1e-6 absolute
     OpInfo("log_softmax", ops.log_softmax, lambda x, axis=-1: scipy.special.log_softmax(x, axis=axis),
            _softmax_samples, dtypes=F16, grad_tol=(1e-5, 1e-5)),
-    # the fused backward primitives of silu and softmax: forward against the vector-Jacobian
+    # the fused backward primitives of silu, softmax and log_softmax: forward against the vector-Jacobian
     # product, and a finite-difference check of their hand-written grad-of-grad rules
     OpInfo("silu_grad", _silu_grad_op, _silu_grad_ref, _silu_grad_samples, dtypes=F16,
            tols={mstype.float32: (1e-5, 1e-6), mstype.float64: (1e-7, 1e-9)}, primitive="silu_grad"),
     OpInfo("softmax_grad", _softmax_grad_op, _softmax_grad_ref, _softmax_grad_samples, dtypes=F16,
            primitive="softmax_grad"),
+    OpInfo("log_softmax_grad", _log_softmax_grad_op, _log_softmax_grad_ref, _log_softmax_grad_samples, dtypes=F16,
+           primitive="log_softmax_grad"),
     OpInfo("clamp", ops.clamp, _ref_clamp, _clamp_samples, dtypes=F16),
     OpInfo("clamp_int", ops.clamp, _ref_clamp, _clamp_int_samples, dtypes=(mstype.int32,), differentiable=False,
            primitive="clamp"),

@@ -4,8 +4,8 @@ import scipy.special
 
 from ... import ops
 from ...common import dtype as mstype
-from ..opinfo import (OpInfo, SampleInput, elementwise_binary_samples, elementwise_unary_samples, rand,
-                      register)
+from ..opinfo import (OpInfo, SampleInput, elementwise_binary_samples, elementwise_unary_samples, noncontig,
+                      rand, register)
 
 F16 = (mstype.float16, mstype.bfloat16, mstype.float32, mstype.float64)
 
@@ -38,6 +38,16 @@ def _where_samples(rng, dtype):
     yield SampleInput((c, rand(rng, (3, 4), dtype), rand(rng, (3, 4), dtype)), grad_args=(1, 2))
     yield SampleInput((c, rand(rng, (4,), dtype), rand(rng, (3, 1), dtype)), desc="broadcast", grad_args=(1, 2))
     yield SampleInput((c, rand(rng, (3, 4), dtype), 0.0), desc="scalar y", grad_args=(1,))
+    # large enough for the branch-free bitwise select: an irregular mask, NaN/inf/-0.0 on both
+    # sides (their exact bits must come through), a mask larger than the operands, a strided view
+    big = rng.random((64, 80)) > 0.5
+    x, y = rand(rng, (64, 80), dtype), rand(rng, (64, 80), dtype)
+    x[::7, ::3], y[::5, ::2], x[1::9, 1::4], y[2::6, 1::3] = np.nan, -0.0, np.inf, -np.inf
+    yield SampleInput((big, x, y), desc="large, irregular mask, special values", grad_args=())
+    yield SampleInput((rng.random((3, 64, 80)) > 0.5, rand(rng, (64, 1), dtype), rand(rng, (80,), dtype)),
+                      desc="large, mask broadcasts the operands", grad_args=())
+    yield SampleInput((big, noncontig(rand(rng, (64, 80), dtype)), rand(rng, (80,), dtype)),
+                      desc="large, non-contiguous", grad_args=())
 
 
 def _int_div_samples(rng, dtype):

@@ -136,6 +136,12 @@ def _masked_fill_samples(rng, dtype):
                       desc="broadcast mask, 0-d tensor value")
     yield SampleInput((rand(rng, (), dtype), np.array(True), -1.0), desc="0-d")
     yield SampleInput((noncontig(rand(rng, (4, 3), dtype)), rng.random((4, 1)) > 0.5, 2.0), desc="non-contiguous")
+    # large enough for the branch-free select: a causal mask broadcast over (batch, heads, T, T)
+    # filled with -inf (attention), and an irregular mask
+    causal = np.triu(np.ones((24, 24), dtype=bool), 1)
+    yield SampleInput((rand(rng, (2, 4, 24, 24), dtype), causal, -np.inf), desc="large, causal mask", grad_args=())
+    yield SampleInput((rand(rng, (70, 80), dtype), rng.random((70, 80)) > 0.5, 0.0), desc="large, irregular mask",
+                      grad_args=())
 
 
 def _one_hot_ref(indices, depth, on_value=1, off_value=0, axis=-1):

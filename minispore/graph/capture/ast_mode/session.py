@@ -68,11 +68,14 @@ class AstSession(TraceSession):
     """One graph being captured by the ast mode (the top graph, or a region's subgraph)."""
 
     def __init__(self, name, fn, fullgraph, interp, parent=None):
-        super().__init__(name, fn, fullgraph)
+        super().__init__(name, fn, fullgraph, parent=parent)
         self.interp = interp
-        self.parent = parent
+        if parent is not None:
+            self.notes = parent.notes     # notes (e.g. custom_bprop) belong to the whole capture
         self.explicit: list = []          # params bound on purpose (loop carry, backward operands)
-        self.lifted: dict = {}            # key -> (outer object, param Value): free values used here
+        self.free: dict = {}              # key -> (outer object, param Value): free values used here
+        self.defer_raise = False          # True in If branches: `raise` becomes the branch's outputs
+        self.raise_info = None            # (exception, cause) of a deferred raise
         self._n_children = 0
 
     def child(self, kind) -> "AstSession":
@@ -98,7 +101,7 @@ class AstSession(TraceSession):
             if not self._is_ancestor(x.session):
                 raise CaptureError(f"{x.name} (host call)", "a value of this graph",
                                    "the result of a host call from another graph", where=where(self.location()))
-            return self._lift(("v", x.value.id), x, OPAQUE)
+            return self._lift_free(("v", x.value.id), x, OPAQUE)
         d = x._data
         if type(d) is SymbolicArray:
             if d.session is self:
@@ -107,15 +110,15 @@ class AstSession(TraceSession):
                 return d.value
             if not self._is_ancestor(d.session):
                 raise _data_error("jit", d.session)
-            return self._lift(("v", d.value.id), x, d.value.aval)
+            return self._lift_free(("v", d.value.id), x, d.value.aval)
         if self.parent is None:
-            return self.builder.capture(x)
-        return self._lift(("t", id(x)), x, AbstractTensor(x.shape, x.dtype))
+            return super().value_of(x)              # a capture (read by reference at run time)
+        return self._lift_free(("t", id(x)), x, AbstractTensor(x.shape, x.dtype))
 
-    def _lift(self, key, obj, aval) -> Value:
-        hit = self.lifted.get(key)
+    def _lift_free(self, key, obj, aval) -> Value:
+        hit = self.free.get(key)
         if hit is None:
-            hit = self.lifted[key] = (obj, Value(aval, "param", name=getattr(obj, "name", None)
+            hit = self.free[key] = (obj, Value(aval, "param", name=getattr(obj, "name", None)
                                                  if isinstance(obj, Tensor) and not is_symbolic(obj) else None))
         return hit[1]
 
@@ -161,7 +164,8 @@ class AstSession(TraceSession):
         (constants, Parameters, Cells) is kept in the template as the object itself."""
         loc = self.location()
         if self.fullgraph and not allow_fullgraph:
-            raise unsupported(f"'{name}', which must run in Python at run time (JIT Fallback)", loc)
+            raise unsupported(f"'{name}', a call that runs in Python when the graph runs", loc,
+                              hint="drop fullgraph=True to allow it (JIT Fallback)")
         leaves, template = pytree.flatten_call(args, kwargs, is_leaf=is_dynamic_leaf)
         vals = [self.value_of(x) for x in leaves]
         avals = [OPAQUE] if out_avals is None else list(out_avals)
@@ -211,28 +215,32 @@ class Region:
         return self.session.value_of(x) if is_dynamic_leaf(x) or isinstance(x, Tensor) else x
 
 
-def close_regions(regions, outputs):
+def close_regions(regions, outputs, passthrough=None):
     """Finish the subgraphs of one structural node. Returns (graphs, lifted outer objects).
 
     Each region's params are its explicit params followed by the union of every region's lifted
     values (a region that did not use one gets an unused parameter), so all of them accept the
-    same operands: `explicit operands + lifted objects`.
+    same operands: `explicit operands + lifted objects`. A While body (`passthrough`) also returns
+    the lifted values unchanged: they are loop-invariant entries of the carry.
     """
     keys, objs, avals = [], {}, {}
     for r in regions:
-        for k, (obj, p) in r.session.lifted.items():
+        for k, (obj, p) in r.session.free.items():
             if k not in objs:
                 keys.append(k)
                 objs[k] = obj
                 avals[k] = p.aval
     graphs = []
-    for r, outs in zip(regions, outputs):
+    for i, (r, outs) in enumerate(zip(regions, outputs)):
         s = r.session
         params = list(s.explicit)
         for k in keys:
-            hit = s.lifted.get(k)
+            hit = s.free.get(k)
             params.append(hit[1] if hit is not None else Value(avals[k], "param"))
-        graphs.append(Graph(s.name, params, [], s.builder.nodes, list(outs), s.fn))
+        outs = list(outs)
+        if passthrough is not None and passthrough[i]:
+            outs += params[len(s.explicit):]
+        graphs.append(Graph(s.builder.name, params, [], s.builder.nodes, outs, s.fn))
         s.finished = True
     return graphs, [objs[k] for k in keys]
 

@@ -10,7 +10,8 @@ evaluated at compile time) or a *reason*, and the call becomes a graph break:
   user's own code, nor a pure module (math, operator, numpy outside numpy.random, functools...):
   with a tensor argument it cannot be traced; without one it may have side effects (`time.time()`,
   `random.random()`, a logger), so it runs eagerly too;
-* **formatting a tensor** (`str(t)`, `f"{t}"`, `"{}".format(t)`): it needs the values.
+* **formatting a tensor** (`str(t)`, `f"{t}"`, `"{}".format(t)`): it needs the values;
+* **writing a graph value into a Parameter** (`p.set_data(y)`): the Parameter must get real data.
 
 Everything else is called with the frame's values - Tracers for tensors - exactly as trace mode
 does: minispore ops and Cells are recorded, user functions run their Python once. If such a call
@@ -31,7 +32,7 @@ import sysconfig
 import types
 
 from ....common.errors import _PKG_DIR
-from ....common.tensor import Tensor
+from ....common.tensor import Parameter, Tensor
 from ...capture import GraphBreak
 from ..trace import CaptureError, HostResult, SymbolicArray
 
@@ -91,20 +92,22 @@ _LIB_DIRS = tuple(sorted({os.path.realpath(p) + os.sep for k, p in sysconfig.get
 _PKG_PREFIX = os.path.realpath(_PKG_DIR) + os.sep
 
 # builtins that run Python side effects: always at run time
-_SIDE_EFFECTS = {builtins.print, builtins.input, builtins.open, builtins.exec, builtins.eval, builtins.compile,
-                 builtins.breakpoint, builtins.help}
+_SIDE_EFFECTS = {id(f) for f in (builtins.print, builtins.input, builtins.open, builtins.exec, builtins.eval,
+                                   builtins.compile, builtins.breakpoint, builtins.help)}
 # builtins that only look at, pack or route values (tensors included)
-_ROUTING = {len, isinstance, issubclass, type, id, callable, getattr, hasattr, tuple, list, dict, set, frozenset,
-            range, slice, zip, enumerate, reversed, map, filter, iter, next, sum, min, max, abs, pow, divmod,
-            round, sorted, any, all, super, object, int, float, bool, complex, hash}
+_ROUTING = {id(f) for f in (len, isinstance, issubclass, type, id, callable, getattr, hasattr, tuple, list, dict, set,
+                             frozenset, range, slice, zip, enumerate, reversed, map, filter, iter, next, sum, min,
+                             max, abs, pow, divmod, round, sorted, any, all, super, object, int, float, bool,
+                             complex, hash)}
 # builtins that format their arguments (a tensor's text needs its values)
-_FORMATTING = {str, repr, format, ascii}
+_FORMATTING = {id(f) for f in (str, repr, format, ascii)}
 # pure modules: calls with constant arguments are evaluated at compile time
 _PURE_MODULES = {"math", "cmath", "operator", "_operator", "numpy", "functools", "_functools", "itertools",
                  "collections", "_collections", "string", "re", "typing", "dataclasses", "copy", "enum",
                  "numbers", "fractions", "decimal", "statistics", "ml_dtypes", "abc", "types", "inspect",
                  "builtins", "keyword", "textwrap", "json"}
 _IMPURE_MODULES = ("numpy.random",)
+_WRITES_STORAGE = {id(Parameter.set_data)}          # methods that store a tensor's data into another tensor
 _CONTAINER_TYPES = (list, dict, tuple, set, frozenset, int, float, bool, complex, type(None), range, slice)
 
 
@@ -177,18 +180,21 @@ def _owner(fn):
 
 def call_break_reason(fn, args, kwargs):
     """None if `fn(*args, **kwargs)` may run now, during capture; else why it must run eagerly."""
-    if fn in _SIDE_EFFECTS:
+    if id(fn) in _SIDE_EFFECTS:
         return f"{fn.__name__}() is a Python side effect: it runs eagerly each time the function runs"
+    if id(getattr(fn, "__func__", fn)) in _WRITES_STORAGE and has_symbolic(args, kwargs):
+        return ("a tensor computed in the graph is written into a Parameter (set_data): runs eagerly, so the "
+                "Parameter gets concrete data")
     owner = _owner(fn)
     if owner in ("minispore", "user"):
         return None
     sym = has_symbolic(args, kwargs)
     if owner == "builtin":
-        if fn in _ROUTING:
+        if id(fn) in _ROUTING:
             return None
-        if fn in _FORMATTING:
+        if id(fn) in _FORMATTING:
             return f"{fn.__name__}() of a tensor needs its values" if sym else None
-        if fn in (setattr, delattr):
+        if fn is setattr or fn is delattr:
             return f"{fn.__name__}() with a tensor: the attribute must hold a concrete tensor" if sym else None
         objclass = getattr(fn, "__objclass__", None) or type(getattr(fn, "__self__", None))
         if objclass in _CONTAINER_TYPES:        # list.append, dict.get, int.bit_length ...
@@ -210,15 +216,22 @@ def call_break_reason(fn, args, kwargs):
     return f"call to {_name(fn)} from library '{lib}' (side effects unknown): it runs eagerly"
 
 
-def describe_capture_error(e, callee=None) -> str:
-    """A break reason from the CaptureError a Tracer raised."""
+def describe_capture_error(e, callee=None, outer_where=None) -> str:
+    """A break reason from the CaptureError a Tracer raised while running an instruction (for a
+    call: inside the callee)."""
     what = getattr(e, "op", None) or str(e)
-    msg = f"{what} needs the values of a tensor, which exist only when the graph runs"
-    if callee is not None:
-        msg = f"call to {_name(callee)}: {msg}"
-        where = getattr(e, "where", None)
-        if where and "minispore internals" not in where:
-            msg += f" (at {where})"
+    need = "needs the values of a tensor, which exist only when the graph runs"
+    if getattr(e, "expected", None) != "a tensor with concrete values":       # not about data: say what it is
+        return f"{what}: expected {e.expected}, but got {e.got}" if hasattr(e, "expected") else str(e)
+    if callee is None:
+        return f"{what} {need}"
+    name = repr(callee) if type(callee).__name__ == "_TracerMethod" else _name(callee)
+    if name == what or name.endswith("." + what) or what.endswith("." + name):
+        return f"{what}() {need}"
+    msg = f"call to {name}: {what} {need}"
+    where = getattr(e, "where", None)
+    if where and where != outer_where and "minispore internals" not in where:
+        msg += f" (at {where})"
     return msg
 
 

@@ -7,8 +7,9 @@ locals by *name* (dis gives names on every instruction, in 3.11 and 3.12 alike).
 At a graph break the frame is all the runner needs to continue: it is flattened into
 
 * **leaves**: the Tensors (concrete ones, or Tracers while capturing), run-time Python objects
-  produced by host calls, and - directly in a local or on the stack - Python numbers (they may
-  become `Lazy`, see values.py); a captured segment's graph takes the tensor leaves as params;
+  produced by host calls, and - directly in a local or on the stack - Python numbers and NumPy
+  arrays (results of eager steps such as `.item()` / `.asnumpy()`: they become `Lazy`, see
+  values.py); a captured segment's graph takes the tensor leaves as params;
 * a **template**: everything else, kept as it is (tuples, lists and dicts are rebuilt around their
   leaves, a list or dict met twice stays one object; cells keep their identity, so closures made
   in the frame still see them). Constants in the template are compared by value when they are
@@ -101,7 +102,7 @@ class _Flattener:
         t = type(x)
         if is_leaf(x) or t is Lazy:
             return self.leaf(x)
-        if lazy_ok and self.lazy_numbers and (t in _NUMBERS or isinstance(x, (np.number, np.bool_))):
+        if lazy_ok and self.lazy_numbers and (t in _NUMBERS or t is np.ndarray or isinstance(x, (np.number, np.bool_))):
             return self.leaf(x)
         if t is tuple:
             return ("t", tuple([self.walk(v, lazy_ok) for v in x]))
@@ -151,8 +152,12 @@ def flatten_value(value, lazy_numbers=False):
 def leaf_token(x):
     if isinstance(x, Tensor):
         return ("T", tuple(x.shape), x.dtype.name)
-    if type(x) is Lazy or is_number(x):
+    if type(x) is Lazy:
+        x = x.value
+    if is_number(x):
         return ("S",)
+    if type(x) is np.ndarray:
+        return ("A",)
     return ("H",)
 
 

@@ -3,11 +3,13 @@ objects and Tensors (concrete ones, or the trace mode's Tracers while a graph is
 
 * `NULL` is CPython's NULL stack entry (`PUSH_NULL`, `LOAD_GLOBAL` with its low bit set, the
   `(NULL, attr)` pair of a method load); `UNBOUND` stands for a local that has no value.
-* `Lazy` is a Python number that an eager step produced (`v = loss.item()`), carried into the
-  next captured segment *without* being baked into it: only when the bytecode looks at the number
-  (arithmetic, a branch, passing it to a call) does the segment specialise on it and guard its
-  value. Moving it around (locals, the stack, tuples, `return`) does not, so `print(t.item())` or
-  `return t.item()` do not recompile for every new value.
+* `Lazy` is a Python number or NumPy array that an eager step produced (`v = loss.item()`,
+  `a = t.asnumpy()`), carried into the next captured segment *without* being baked into it.
+  Moving it around (locals, the stack, tuples, `return`) does not look at it, so
+  `print(t.item())` or `return t.item()` do not recompile for every new value. When the bytecode
+  does look at it (arithmetic, a branch, passing it to a call), a number is specialised on - the
+  segment bakes it in and guards its value - and an array makes that instruction a graph break
+  (NumPy work on run-time data runs eagerly).
 * `SeqIter` is the iterator over a sequence (tuple, list, range, a tensor's rows...) that
   `GET_ITER` makes: its position is plain data (`seq`, `index`), so a loop that is interrupted by a
   graph break can be resumed from a snapshot of the frame. CPython's own iterator objects hide

@@ -1,0 +1,223 @@
+"""Memory planning (SOMAS), lazy_inline and the compile cache, measured (issue 5, items 3, 5, 6).
+
+Sections (each prints one Markdown table; `--section all` runs the three):
+
+  memory    The tiny LLaMA (`shakespeare-char` preset, batch 12) forward + backward, captured as one
+            graph: jit(capture_mode="trace") of value_and_grad of the loss. For each placement
+            heuristic: the planned arena; beside them the lower bound (max live bytes over the
+            schedule), the no-reuse total, and the arena's *measured* peak after a real run in
+            arena mode (O0Executor(graph, arena=True)), which must equal the plan.
+            Targets: planned peak <= 1.05 x lower bound, >= 40% below no reuse.
+  lazy      Compile time (capture + verify + executor) of a training step (value_and_grad of the
+            loss) of an n-layer LLaMA, 4 vs 32 layers, with and without @lazy_inline on the
+            transformer block. Target: 32-layer / 4-layer <= 1.5 with lazy_inline.
+  cache     The compile cache across processes: a child process compiles the tiny LLaMA training
+            step with `enable_compile_cache=True`, a second child loads it. Compile time of each
+            (the second must skip capture). Target: >= 10x lower in the second process.
+
+Run: `python bench/bench_memory.py [--section memory|lazy|cache|all] [--repeats R]`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import minispore as ms
+from minispore.graph import O0Executor, memory
+from minispore.llm.config import LlamaConfig, get_preset
+from minispore.llm import model as llama_model
+from minispore.llm.model import Llama
+
+MB = 1 << 20
+
+
+class LazyTransformerBlock(llama_model.TransformerBlock):
+    """The LLaMA block with MindSpore's `@lazy_inline` on its `__init__`."""
+
+    @ms.lazy_inline
+    def __init__(self, cfg):
+        super().__init__(cfg)
+
+
+def build_llama(cfg: LlamaConfig, lazy: bool = False):
+    """A Llama whose transformer blocks are LazyTransformerBlocks when `lazy`."""
+    if not lazy:
+        return Llama(cfg)
+    saved = llama_model.TransformerBlock
+    llama_model.TransformerBlock = LazyTransformerBlock
+    try:
+        return Llama(cfg)
+    finally:
+        llama_model.TransformerBlock = saved
+
+
+def llama_step(cfg: LlamaConfig, batch: int, seed: int = 0, lazy: bool = False):
+    """(jitted value_and_grad step, tokens, targets) for a LLaMA of config `cfg`."""
+    ms.set_seed(seed)
+    net = build_llama(cfg, lazy)
+    gf = ms.value_and_grad(net.loss, None, net.trainable_params())
+
+    def step(x, y):
+        return gf(x, y)
+
+    rng = np.random.default_rng(seed)
+    x = ms.Tensor(rng.integers(0, cfg.vocab_size, (batch, cfg.max_seq_len)).astype(np.int32))
+    y = ms.Tensor(rng.integers(0, cfg.vocab_size, (batch, cfg.max_seq_len)).astype(np.int32))
+    return ms.jit(step, capture_mode="trace"), x, y
+
+
+# -- memory ------------------------------------------------------------------------------------------
+def section_memory(repeats: int):
+    cfg = get_preset("shakespeare-char").model
+    jf, x, y = llama_step(cfg, batch=12)
+    graph = jf.compile(x, y).graph
+    t0 = time.perf_counter()
+    p = memory.plan(graph)
+    plan_s = time.perf_counter() - t0
+    ex = O0Executor(graph, arena=True)
+    heap = O0Executor(graph)
+    got = ex.run(x._data, y._data)
+    want = heap.run(x._data, y._data)
+    same = all(np.array_equal(a, b) for a, b in zip(got, want))
+    measured = ex.arena.high_water
+    t_arena, t_heap = [], []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        ex.run(x._data, y._data)
+        t_arena.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        heap.run(x._data, y._data)
+        t_heap.append(time.perf_counter() - t)
+    owned = p.owned()
+    views = sum(1 for b in p.buffers if b.kind == "view")
+    lb = p.lower_bound_bytes
+
+    print(f"### Memory planning: tiny LLaMA forward + backward (`shakespeare-char`, batch 12)\n")
+    print(f"Graph: {len(graph.nodes)} nodes; {len(owned)} planned buffers ({views} views alias them, "
+          f"{sum(1 for b in p.buffers if b.kind == 'external_view')} views of parameters are not planned); "
+          f"alignment {memory.DEFAULT_ALIGNMENT} B; planning all heuristics took {plan_s * 1e3:.1f} ms.\n")
+    print("| heuristic | planned arena (MB) | / lower bound | vs no reuse |")
+    print("|---|---:|---:|---:|")
+    for h in memory.HEURISTICS:
+        peak = p.results[h]
+        mark = " **(kept)**" if h == p.heuristic else ""
+        print(f"| {h}{mark} | {peak / MB:.3f} | {peak / lb:.4f} | -{(1 - peak / p.no_reuse_bytes) * 100:.1f}% |")
+    print()
+    print("| quantity | value |")
+    print("|---|---:|")
+    print(f"| lower bound (max live bytes; \"Used peak, without fragments\") | {lb / MB:.3f} MB |")
+    print(f"| planned peak (\"Actual peak, with fragments\") | {p.peak_bytes / MB:.3f} MB |")
+    print(f"| no reuse (sum of all buffers) | {p.no_reuse_bytes / MB:.3f} MB |")
+    print(f"| fragmentation (peak / lower bound - 1) | {p.fragmentation:.4f} |")
+    print(f"| planned peak / lower bound (target <= 1.05) | **{p.peak_bytes / lb:.4f}** |")
+    print(f"| saving vs no reuse (target >= 40%) | **{(1 - p.peak_bytes / p.no_reuse_bytes) * 100:.1f}%** |")
+    print(f"| arena peak measured in a real run (must equal the plan) | {measured} B "
+          f"({'equal' if measured == p.peak_bytes else 'DIFFERENT'}) |")
+    print(f"| arena-mode results == default O0 results | {'bit-identical' if same else 'DIFFERENT'} |")
+    print(f"| step time, arena mode / default O0 (median of {repeats}) | {statistics.median(t_arena) * 1e3:.1f} ms / "
+          f"{statistics.median(t_heap) * 1e3:.1f} ms |")
+    print()
+    return {"peak": p.peak_bytes, "lb": lb, "no_reuse": p.no_reuse_bytes, "measured": measured}
+
+
+# -- lazy_inline ----------------------------------------------------------------------------------------
+def _compile_seconds(n_layers: int, lazy: bool, repeats: int) -> tuple:
+    times = []
+    nodes = None
+    for r in range(repeats):
+        cfg = LlamaConfig(vocab_size=65, dim=64, n_layers=n_layers, n_heads=4, max_seq_len=32, multiple_of=32)
+        jf, x, y = llama_step(cfg, batch=4, seed=r, lazy=lazy)
+        t = time.perf_counter()
+        entry = jf.compile(x, y)
+        times.append(time.perf_counter() - t)
+        nodes = entry.graph.num_nodes(recursive=False)
+    return statistics.median(times), nodes
+
+
+def section_lazy(repeats: int):
+    rows = []
+    for lazy in (False, True):
+        t4, n4 = _compile_seconds(4, lazy, repeats)
+        t32, n32 = _compile_seconds(32, lazy, repeats)
+        rows.append((lazy, t4, t32, n4, n32))
+    print("### lazy_inline: compile time vs depth (LLaMA training step, dim 64, seq 32)\n")
+    print("| transformer block | 4 layers | 32 layers | 32 / 4 (target <= 1.5 lazy) | top-level nodes 4 / 32 |")
+    print("|---|---:|---:|---:|---:|")
+    for lazy, t4, t32, n4, n32 in rows:
+        name = "@lazy_inline (one CALL subgraph)" if lazy else "inlined (default)"
+        print(f"| {name} | {t4 * 1e3:.1f} ms | {t32 * 1e3:.1f} ms | **{t32 / t4:.2f}** | {n4} / {n32} |")
+    print()
+    return rows
+
+
+# -- compile cache -----------------------------------------------------------------------------------
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+import minispore as ms
+sys.path.insert(0, {bench_dir!r})
+from bench_memory import llama_step
+from minispore.graph import compile_cache
+from minispore.llm.config import get_preset
+ms.set_context(enable_compile_cache=True, compile_cache_path={path!r})
+jf, x, y = llama_step(get_preset("shakespeare-char").model, batch=12)
+t = time.perf_counter()
+entry = jf.compile(x, y)
+dt = time.perf_counter() - t
+loss, grads = jf(x, y)
+print(json.dumps({{"compile_s": dt, "stats": compile_cache.stats(), "loss": float(loss.asnumpy())}}))
+"""
+
+
+def _child(path):
+    code = _CHILD.format(bench_dir=os.path.dirname(os.path.abspath(__file__)), path=path)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def section_cache(repeats: int):
+    firsts, seconds, loss_ok = [], [], True
+    stats = None
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as d:
+            a = _child(d)
+            b = _child(d)
+            firsts.append(a["compile_s"])
+            seconds.append(b["compile_s"])
+            loss_ok &= a["loss"] == b["loss"]
+            stats = (a["stats"], b["stats"])
+    f, s = statistics.median(firsts), statistics.median(seconds)
+    print("### Compile cache: the tiny LLaMA training step compiled in two processes\n")
+    print("| process | compile time | captures | cache hits |")
+    print("|---|---:|---:|---:|")
+    print(f"| first (cold cache: capture, verify, store) | {f * 1e3:.2f} ms | {stats[0]['captures']} | {stats[0]['hits']} |")
+    print(f"| second (load from disk, skip capture) | {s * 1e3:.2f} ms | {stats[1]['captures']} | {stats[1]['hits']} |")
+    print(f"| ratio first / second (target >= 10) | **{f / s:.1f}x** | | |")
+    print(f"| same loss in both processes | {'yes' if loss_ok else 'NO'} | | |")
+    print()
+    return f, s
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--section", default="all", choices=["memory", "lazy", "cache", "all"])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    if args.section in ("memory", "all"):
+        section_memory(args.repeats)
+    if args.section in ("lazy", "all"):
+        section_lazy(args.repeats)
+    if args.section in ("cache", "all"):
+        section_cache(max(1, args.repeats // 2))
+
+
+if __name__ == "__main__":
+    main()

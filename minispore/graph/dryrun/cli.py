@@ -1,0 +1,79 @@
+"""`minispore dryrun`: DryRun a LLaMA preset from the command line.
+
+    minispore dryrun --model llama-7b --batch 1 --seq 2048                  # forward, on this CPU
+    minispore dryrun --model llama-7b --batch 1 --seq 2048 --train --device ascend910b --plot mem.png
+    minispore dryrun --model llama-13b --seq 4096 --dtype bfloat16 --device h100 --json report.json
+
+The model is built under `abstract_parameters()` (no weight memory), captured (forward, or
+forward + backward + AdamW with `--train`), planned and costed; the report goes to stdout.
+
+This module is command-line glue (the top layer, like minispore/cli.py): it is imported only when
+the `dryrun` command runs, and it is the only part of DryRun that knows about the LLaMA models.
+"""
+from __future__ import annotations
+
+import time
+
+
+def add_dryrun_args(parser):
+    from ...llm.config import PRESETS
+    from .devices import available_devices
+    parser.add_argument("--model", default="llama-7b", choices=sorted(PRESETS),
+                        help="LLaMA preset to analyse (default: llama-7b)")
+    parser.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    parser.add_argument("--seq", type=int, default=None,
+                        help="sequence length (default: the preset's max_seq_len)")
+    parser.add_argument("--train", action="store_true",
+                        help="a training step: forward + backward + AdamW (default: forward only)")
+    parser.add_argument("--device", default="cpu",
+                        help=f"device profile: one of {', '.join(available_devices())} (default: cpu, "
+                             f"calibrated on this machine), or a JSON file of DeviceProfile fields")
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
+                        help="parameter and activation dtype (default: float32)")
+    parser.add_argument("--plot", metavar="FILE", default=None, help="save the memory timeline plot (PNG/SVG)")
+    parser.add_argument("--json", metavar="FILE", default=None, help="write the report as JSON")
+    parser.add_argument("--top", type=int, default=15, help="rows of the per-op table (default: 15)")
+
+
+def run_dryrun(args) -> int:
+    import os
+
+    from ...common import dtype as mstype
+    from ...common.errors import OpValueError
+    from ...llm.config import get_preset
+    from ...llm.model import Llama
+    from . import abstract_parameters, dryrun
+    from .devices import get_device, load_profile
+
+    t0 = time.perf_counter()
+    if args.batch <= 0:
+        raise OpValueError("dryrun", "--batch >= 1", str(args.batch))
+    cfg = get_preset(args.model).model
+    seq = cfg.max_seq_len if args.seq is None else args.seq
+    if seq <= 0:
+        raise OpValueError("dryrun", "--seq >= 1", str(seq))
+    cfg.max_seq_len = max(cfg.max_seq_len, seq)        # the RoPE tables must cover the sequence
+    device = load_profile(args.device) if os.path.isfile(args.device) else get_device(args.device)
+    dtype = mstype.as_dtype(args.dtype)
+    with abstract_parameters(dtype=None if dtype is mstype.float32 else dtype):
+        model = Llama(cfg)
+    tokens = ((args.batch, seq), mstype.int64)
+    name = f"{args.model} {'train step' if args.train else 'forward'} (batch {args.batch}, seq {seq}, {args.dtype})"
+    if args.train:
+        report = dryrun(model.loss, tokens, tokens, train=True, device=device, name=name)
+    else:
+        report = dryrun(model, tokens, device=device, name=name)
+    print(report.summary())
+    print(f"\nPer op (top {args.top} by predicted time):")
+    print(report.table(args.top))
+    if args.plot:
+        report.plot(args.plot)
+        print(f"\nmemory timeline written to {args.plot}")
+    if args.json:
+        report.to_json(args.json)
+        print(f"report written to {args.json}")
+    print(f"\ndryrun took {time.perf_counter() - t0:.2f} s (no kernel ran, no weight memory was allocated)")
+    return 0
+
+
+__all__ = ["add_dryrun_args", "run_dryrun"]

@@ -1,0 +1,479 @@
+"""Multi-stream execution: independent nodes of a graph run at the same time on several streams.
+
+A *stream* is an in-order queue of kernels (CUDA streams, Ascend streams): kernels on one stream
+run one after another, kernels on different streams may overlap, and an *event* recorded after a
+kernel on one stream lets another stream wait for it. MindSpore 2.3's O0/O1 use this to overlap
+communication with computation. On the CPU backend a stream is a worker thread: NumPy releases
+the GIL inside its kernels (BLAS matmuls, large ufunc loops), so two threads really compute at
+once. Results are bit-for-bit those of one stream: every kernel is deterministic and reads the
+same inputs; only *when* it runs changes.
+
+Three pieces:
+
+1. **The scheduler** (`schedule_streams(graph, n)`): list scheduling by critical path, as in HEFT
+   (Topcuoglu et al., IEEE TPDS 2002). Each node gets an estimated cost (a roofline of its FLOPs
+   and bytes, dryrun/costs.py); its *rank* is the longest cost path from it to the end of the
+   graph. Repeatedly take the ready node of highest rank and put it on the stream where it can
+   start earliest (a stream is free when its last kernel ends; waiting on another stream's result
+   costs a small event latency, so a node tends to stay with its producer). Host calls,
+   control-flow nodes and random ops keep program order (they have side effects: a host call may
+   rebind parameters, random ops draw from one generator), and run on stream 0.
+2. **Events** (`StreamSchedule.waits`): a node waits for a producer on another stream only if no
+   earlier node of its own stream already waited for that producer or a later node of that
+   stream (streams run in order, so the later wait implies the earlier one). The printout
+   (`schedule.describe()`) shows every stream's queue and every wait.
+3. **The executor** (`StreamExecutor`, the O0 executor registered with jit): stream 0 runs on the
+   calling thread, streams 1.. on pool threads; a node waits for its events, runs its kernel,
+   records its own event. A buffer is freed when its last reader - on any stream - is done.
+
+Enabling it (MindSpore spells this `MS_DEV_RUNTIME_CONF="multi_stream:..."`):
+
+    export MS_DEV_RUNTIME_CONF="multi_stream:2"        # or: multi_stream:true (= 2 streams)
+    minispore.graph.streams.set_multi_stream(2)         # the same from Python; 1 or False = off
+    with minispore.graph.streams.multi_stream(2): ...   # for a block
+
+The setting is read on every run, so it applies to graphs already compiled. In MindSpore the
+values `true`/`false`/`group` choose separate communication streams; a single CPU device has no
+communication, so here `true` means two compute streams, `false`/`group` one, and an integer N
+gives N streams. Multi-stream runs allocate their buffers from the heap: the arena plan
+(`set_context(memory_optimize_level="O1")`) is for one stream - a multi-stream plan needs the
+constraints `schedule.memory_constraints()` gives the planner (`hold_until`), which O0 does not
+use yet.
+
+Profiling: while a `minispore.Profiler` runs, every node's start and end (and stream) are
+recorded through `profiling_sink()`, for one stream as well; other executors can report through
+the same sink.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ..common.errors import MinisporeError, MinisporeRuntimeError, OpValueError
+from .executor import _PRIM, O0Executor, _check_kernels, _conform, _runtime_error
+from .ir import Value
+
+# -- configuration ------------------------------------------------------------------------------------
+
+
+def _parse_runtime_conf(text: str):
+    """The stream count MS_DEV_RUNTIME_CONF asks for ("key:value,key:value"), or None."""
+    for item in (text or "").split(","):
+        key, _, value = item.partition(":")
+        if key.strip() != "multi_stream":
+            continue
+        v = value.strip().lower()
+        if v == "true":
+            return 2
+        if v in ("false", "group", ""):
+            return 1
+        if v.isdigit() and int(v) >= 1:
+            return int(v)
+        raise OpValueError("MS_DEV_RUNTIME_CONF", "multi_stream:true|false|group|<number of streams>",
+                           f"multi_stream:{value}")
+    return None
+
+
+class _Config:
+    n_streams = 1
+    explicit = False          # set_multi_stream was called: the environment no longer applies
+
+
+_config = _Config()
+
+
+def set_multi_stream(n=2):
+    """Run O0 graphs on `n` streams (True = 2, False/1 = one stream, None = back to the
+    MS_DEV_RUNTIME_CONF environment variable). Returns the previous stream count."""
+    old = streams_in_use()
+    if n is None:
+        _config.explicit = False
+        return old
+    if isinstance(n, bool):
+        n = 2 if n else 1
+    if not isinstance(n, int) or n < 1:
+        raise OpValueError("set_multi_stream", "a stream count >= 1 (or True/False/None)", repr(n))
+    _config.n_streams, _config.explicit = n, True
+    return old
+
+
+def streams_in_use() -> int:
+    """How many streams O0 graphs run on now."""
+    if _config.explicit:
+        return _config.n_streams
+    return _parse_runtime_conf(os.environ.get("MS_DEV_RUNTIME_CONF", "")) or 1
+
+
+class multi_stream:
+    """`with multi_stream(2): ...` runs O0 graphs on 2 streams inside the block."""
+
+    def __init__(self, n=2):
+        self.n = n
+
+    def __enter__(self):
+        self._saved = (_config.n_streams, _config.explicit)
+        set_multi_stream(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        _config.n_streams, _config.explicit = self._saved
+        return False
+
+
+# -- profiling hook -----------------------------------------------------------------------------------
+
+class _Sink:
+    active = None
+
+
+_sink = _Sink()
+
+
+def profiling_sink():
+    """The active event recorder (a Profiler's), or None. Executors report a node with
+    `sink.record(name, category, stream, t0_ns, t1_ns, args)` (times from time.perf_counter_ns)."""
+    return _sink.active
+
+
+def set_profiling_sink(sink):
+    """Install `sink` (or None); returns the previous one. Used by minispore.Profiler."""
+    old, _sink.active = _sink.active, sink
+    return old
+
+
+# -- the scheduler ------------------------------------------------------------------------------------
+
+EVENT_COST_S = 5e-6            # modelled cost of a cross-stream wait (an event round trip)
+_RANDOM_OPS = frozenset({"dropout", "uniform", "normal", "multinomial", "bernoulli", "randint", "randn",
+                         "rand", "random_choice"})
+
+
+def _ordered(node) -> bool:
+    """Nodes that must keep program order: side effects (host calls, random draws) and control flow."""
+    if not node.is_primitive:
+        return True
+    return node.op.name in _RANDOM_OPS
+
+
+def _estimate_costs(graph):
+    """Seconds per node from a fixed, machine-independent roofline (50 GFLOP/s, 10 GB/s, 2 us):
+    only the ratios matter to the scheduler, and fixed numbers keep schedules reproducible."""
+    from .dryrun.costs import graph_costs
+    out = []
+    for node, c in zip(graph.nodes, graph_costs(graph)):
+        if not node.is_primitive:
+            out.append(1e-5)
+        elif c.kind == "view":
+            out.append(1e-7)
+        else:
+            out.append(max(c.flops / 50e9, c.bytes / 10e9) + 2e-6)
+    return out
+
+
+class StreamSchedule:
+    """Which stream runs each node, in which order, and which events it waits for.
+
+    `stream_of[i]`: stream of node i. `queues[s]`: node indices stream s issues, in order.
+    `waits[i]`: nodes on OTHER streams node i waits for (their events). `order`: the global
+    issue order (a topological order; every stream's queue follows it). `deps[i]`: all nodes i
+    must follow (data dependencies + the program-order constraints of side-effecting nodes).
+    `makespan_s`: the scheduler's estimate of the run time (vs `serial_s` on one stream).
+    """
+
+    def __init__(self, graph, n_streams, stream_of, queues, waits, order, deps, costs, makespan):
+        self.graph = graph
+        self.n_streams = n_streams
+        self.stream_of = stream_of
+        self.queues = queues
+        self.waits = waits
+        self.order = order
+        self.deps = deps
+        self.costs = costs
+        self.makespan_s = makespan
+        self.serial_s = sum(costs)
+
+    @property
+    def num_events(self) -> int:
+        return sum(len(w) for w in self.waits)
+
+    def memory_constraints(self):
+        """`(schedule, hold_until)` for graph/memory's planner: the global issue order, and for each
+        value read on another stream than its producer's, the step (in that order) of the last
+        reader - its bytes must not be reused before that reader has finished."""
+        pos = {n: k for k, n in enumerate(self.order)}
+        hold = {}
+        for i, node in enumerate(self.graph.nodes):
+            for x in node.inputs:
+                if isinstance(x, Value) and x.kind == "node":
+                    producer = x.producer[0]
+                    p = self._index[id(producer)]
+                    if self.stream_of[p] != self.stream_of[i]:
+                        hold[x.id] = max(hold.get(x.id, 0), pos[i])
+        return list(self.order), hold
+
+    def describe(self) -> str:
+        """One line per node, grouped by stream, with the events each waits for."""
+        g = self.graph
+        lines = [f"schedule of '{g.name}' on {self.n_streams} streams: {len(g.nodes)} nodes, {self.num_events} "
+                 f"events; estimated {self.makespan_s * 1e3:.3f} ms vs {self.serial_s * 1e3:.3f} ms on one stream"]
+        for s, q in enumerate(self.queues):
+            lines.append(f"stream {s}: {len(q)} nodes")
+            for i in q:
+                w = "".join(f"  wait(#{j} on stream {self.stream_of[j]})" for j in self.waits[i])
+                lines.append(f"  #{i:<4} {g.nodes[i].op.name}{w}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return (f"<StreamSchedule '{self.graph.name}': {self.n_streams} streams, "
+                f"{[len(q) for q in self.queues]} nodes, {self.num_events} events>")
+
+
+def schedule_streams(graph, n_streams: int, costs=None) -> StreamSchedule:
+    """Assign the top-level nodes of `graph` to `n_streams` streams (see the module docstring)."""
+    if not isinstance(n_streams, int) or n_streams < 1:
+        raise OpValueError("schedule_streams", "a stream count >= 1", repr(n_streams))
+    nodes = graph.nodes
+    n = len(nodes)
+    index = {id(node): i for i, node in enumerate(nodes)}
+    costs = list(costs) if costs is not None else _estimate_costs(graph)
+
+    # dependencies: data, plus program order around side-effecting nodes
+    deps = [set() for _ in range(n)]
+    last_ordered = None
+    since_ordered = []                     # nodes issued after the last ordered node
+    for i, node in enumerate(nodes):
+        for x in node.inputs:
+            if isinstance(x, Value) and x.kind == "node":
+                deps[i].add(index[id(x.producer[0])])
+        if last_ordered is not None:
+            deps[i].add(last_ordered)      # nothing moves above a side effect ...
+        if _ordered(node):
+            deps[i].update(since_ordered)  # ... and a side effect waits for everything before it
+            last_ordered, since_ordered = i, []
+        else:
+            since_ordered.append(i)
+    succs = [[] for _ in range(n)]
+    for i in range(n):
+        for d in deps[i]:
+            succs[d].append(i)
+
+    # upward rank: the longest cost path from a node to the end of the graph
+    rank = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        rank[i] = costs[i] + max((rank[s] for s in succs[i]), default=0.0)
+
+    stream_of = [0] * n
+    finish = [0.0] * n
+    free_at = [0.0] * n_streams
+    queues = [[] for _ in range(n_streams)]
+    order = []
+    missing = [len(d) for d in deps]
+    ready = [(-rank[i], i) for i in range(n) if missing[i] == 0]
+    heapq.heapify(ready)
+    while ready:
+        _, i = heapq.heappop(ready)
+        if n_streams == 1 or _ordered(nodes[i]):
+            candidates = (0,)
+        else:
+            candidates = range(n_streams)
+        best, best_start = 0, None
+        for s in candidates:
+            start = free_at[s]
+            for d in deps[i]:
+                t = finish[d] + (EVENT_COST_S if stream_of[d] != s else 0.0)
+                if t > start:
+                    start = t
+            if best_start is None or start < best_start - 1e-12:
+                best, best_start = s, start
+        stream_of[i] = best
+        finish[i] = best_start + costs[i]
+        free_at[best] = finish[i]
+        queues[best].append(i)
+        order.append(i)
+        for s in succs[i]:
+            missing[s] -= 1
+            if missing[s] == 0:
+                heapq.heappush(ready, (-rank[s], s))
+    if n_streams == 1:                      # one stream: keep program order exactly
+        queues = [list(range(n))]
+        order = list(range(n))
+
+    # events: wait only for what this stream has not already synchronised with
+    qpos = {}
+    for s, q in enumerate(queues):
+        for k, i in enumerate(q):
+            qpos[i] = k
+    waits = [[] for _ in range(n)]
+    synced = [[-1] * n_streams for _ in range(n_streams)]   # synced[s][t]: last position of t seen by s
+    for s, q in enumerate(queues):
+        for i in q:
+            latest = {}
+            for d in deps[i]:
+                t = stream_of[d]
+                if t != s and qpos[d] > latest.get(t, (-1, None))[0]:
+                    latest[t] = (qpos[d], d)
+            for t, (p, d) in sorted(latest.items()):
+                if p > synced[s][t]:
+                    waits[i].append(d)
+                    synced[s][t] = p
+    # (synchronisation through a third stream is not tracked: the rule never drops a needed wait,
+    # it may keep a redundant one)
+    sched = StreamSchedule(graph, n_streams, stream_of, queues, waits, order, deps, costs, max(finish, default=0.0))
+    sched._index = index
+    return sched
+
+
+# -- the executor ---------------------------------------------------------------------------------------
+
+_pool_lock = threading.Lock()
+_pool: list = [None, 0]          # (ThreadPoolExecutor, its worker count)
+
+
+def _workers(n):
+    with _pool_lock:
+        pool, size = _pool
+        if pool is None or size < n:
+            if pool is not None:
+                pool.shutdown(wait=False)
+            pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minispore-stream")
+            _pool[0], _pool[1] = pool, n
+        return pool
+
+
+class _Abort(Exception):
+    """Another stream failed: stop this one."""
+
+
+class StreamExecutor(O0Executor):
+    """The O0 executor with multi-stream execution and profiling (see the module docstring).
+
+    With one stream and no profiler running, `run` is exactly O0Executor.run (including its arena
+    mode). `n_streams=None` follows `set_multi_stream` / MS_DEV_RUNTIME_CONF at every run.
+    """
+
+    def __init__(self, graph, record_live: bool = False, arena=None, n_streams=None):
+        if arena is None:                  # jit picks the arena through memory_optimize_level
+            from ..common import context
+            arena = context.get_context("memory_optimize_level") == "O1"
+        super().__init__(graph, record_live=record_live, arena=arena)
+        self.n_streams = n_streams
+        self._schedules: dict = {}
+        self._readers = None
+
+    def schedule(self, n_streams=None) -> StreamSchedule:
+        """The schedule for `n_streams` (default: the current setting), built once per count."""
+        n = n_streams or self.n_streams or streams_in_use()
+        s = self._schedules.get(n)
+        if s is None:
+            s = self._schedules[n] = schedule_streams(self.graph, n)
+        return s
+
+    def run(self, *arrays):
+        sink = _sink.active
+        n = self.n_streams or streams_in_use()
+        if n <= 1 and sink is None:
+            return super().run(*arrays)
+        if len(arrays) != self._n_params:
+            raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {self._n_params} inputs, "
+                                        f"got {len(arrays)}")
+        return self._run_streams(arrays, self.schedule(n), sink)
+
+    # -- multi-stream run -----------------------------------------------------------------------------
+    def _reader_counts(self):
+        """slot -> number of nodes reading it, for slots a run may free (node outputs, params)."""
+        if self._readers is None:
+            keep = set(s for s in self._out_slots if s is not None)
+            capture_slots = {s for s, _ in self._capture_slots}
+            counts = {}
+            for step in self._steps:
+                for s in set(step.ins):
+                    if s in self._slot_value and s not in keep and s not in capture_slots:
+                        counts[s] = counts.get(s, 0) + 1
+            self._readers = counts
+        return self._readers
+
+    def _run_streams(self, arrays, sched, sink):
+        env = self._template[:]
+        env[:self._n_params] = arrays
+        self._load_captures(env)
+        check = _check_kernels()
+        steps = self._steps
+        remaining = dict(self._reader_counts())
+        lock = threading.Lock()
+        done = [threading.Event() for _ in steps]
+        failure = []
+        graph_name = self.graph.name
+
+        def run_node(i, stream):
+            step = steps[i]
+            for j in sched.waits[i]:
+                done[j].wait()
+            if failure:
+                raise _Abort()
+            t0 = time.perf_counter_ns() if sink is not None else 0
+            try:
+                if step.kind == _PRIM:
+                    r = step.fn(*[env[k] for k in step.ins], **step.attrs)
+                    if len(step.outs) == 1 and not step.node.multi:
+                        env[step.outs[0]] = _conform(r, step.node.outputs[0].aval, step.node, check)
+                    else:
+                        for s, a, o in zip(step.outs, r, step.node.outputs):
+                            env[s] = _conform(a, o.aval, step.node, check)
+                else:
+                    self._run_structural(step, env)
+            except MinisporeError as e:
+                if getattr(e, "_graph_located", False):
+                    raise
+                err = _runtime_error(step.node, self.graph, e)
+                err._graph_located = True
+                raise err from e
+            except Exception as e:      # noqa: BLE001 - a kernel failed: report it with its line
+                err = _runtime_error(step.node, self.graph, e)
+                err._graph_located = True
+                raise err from e
+            if sink is not None:
+                sink.record(step.node.op.name, "graph", stream, t0, time.perf_counter_ns(),
+                            {"graph": graph_name, "node": i})
+            with lock:                  # free what no other node will read (on any stream)
+                for s in set(step.ins):
+                    c = remaining.get(s)
+                    if c is not None:
+                        if c == 1:
+                            del remaining[s]
+                            env[s] = None
+                        else:
+                            remaining[s] = c - 1
+            done[i].set()
+
+        def run_stream(stream):
+            try:
+                for i in sched.queues[stream]:
+                    run_node(i, stream)
+            except _Abort:
+                pass
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                failure.append(e)
+                for ev in done:         # wake every waiting stream so it can stop
+                    ev.set()
+
+        t_run = time.perf_counter_ns() if sink is not None else 0
+        futures = []
+        if sched.n_streams > 1:
+            pool = _workers(sched.n_streams - 1)
+            futures = [pool.submit(run_stream, s) for s in range(1, sched.n_streams)]
+        run_stream(0)
+        for f in futures:
+            f.result()
+        if sink is not None:
+            sink.record(graph_name, "graph_run", 0, t_run, time.perf_counter_ns(),
+                        {"streams": sched.n_streams, "nodes": len(steps)})
+        if failure:
+            raise failure[0]
+        return [env[s] if s is not None else c for s, c in zip(self._out_slots, self._outputs)]
+
+
+__all__ = ["StreamExecutor", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
+           "multi_stream", "profiling_sink", "set_profiling_sink", "EVENT_COST_S"]
