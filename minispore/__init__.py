@@ -23,8 +23,9 @@ from .graph.lazy_inline import lazy_inline                  # (memory helper) co
 from .graph.dryrun import dryrun                             # DryRun: memory/FLOPs/time without running
 from .profiler import Profiler                               # per-op / per-stream timings, Chrome trace
 from .jit import register_jit_level as _register_jit_level
-from .graph.streams import StreamExecutor as _StreamExecutor
-_register_jit_level("O0", _StreamExecutor)                   # O0 on one or more streams (graph/streams.py)
+from .graph import streams as _streams, o1 as _o1
+_register_jit_level("O0", _streams.StreamExecutor)           # O0 and O1 on one or more streams, and seen by
+_register_jit_level("O1", _streams.with_streams(_o1.O1Executor))    # the Profiler (graph/streams.py)
 
 _LAZY = {
     "nn": "minispore.nn",

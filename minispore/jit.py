@@ -457,6 +457,7 @@ _add_listener(_capture_hook)
 _refresh_hook()
 
 CaptureError = _trace.CaptureError
+from .graph import o1 as _o1, o2 as _o2  # noqa: E402,F401  (compile-levels helper) registers jit_level "O1"/"O2"
 
 __all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
            "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",

@@ -44,6 +44,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import operator
 
 from ..common import grad_state
 from ..common.dtype import DType
@@ -51,8 +52,7 @@ from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
 from ..ops.primitive import AbstractTensor
 from . import pytree
-from .cache import constant_token
-from .ir import CALL, Graph, Node, Value
+from .ir import CALL, Graph, Node, Slot, Value
 
 logger = logging.getLogger("minispore.jit")
 
@@ -117,10 +117,11 @@ def is_lazy(cell) -> bool:
 class _Template:
     """One captured lazy cell: its subgraph G and, per tracked-input pattern, the F/B split."""
 
-    __slots__ = ("graph", "out_template", "n_args", "splits", "policy")
+    __slots__ = ("graph", "out_avals", "out_template", "n_args", "splits", "policy")
 
     def __init__(self, graph, out_template, n_args, policy):
         self.graph = graph
+        self.out_avals = tuple(graph.output_avals)
         self.out_template = out_template
         self.n_args = n_args
         self.splits = {}
@@ -137,54 +138,113 @@ def _on_capture(active: bool):
 
 
 # -- what identifies "the same layer" -------------------------------------------------------------------
-def own_tensors(cell):
-    """[(relative name, Tensor)] the cell owns: its Parameters, then Tensor attributes of its cells."""
-    out = list(cell.parameters_and_names())
-    seen = {id(t) for _, t in out}
-    for name, c in cell.cells_and_names():
-        for k, v in c.__dict__.items():
-            if isinstance(v, Tensor) and id(v) not in seen:
-                seen.add(id(v))
-                out.append((f"{name}.{k}" if name else k, v))
-    return out
+_layouts: dict = {}     # (class, attribute names, attribute types) -> _Layout
 
 
-def _structure(cell):
-    """The cell tree's classes and plain attributes; None if a cell has hooks or a custom bprop."""
-    sig = []
-    for name, c in cell.cells_and_names():
+class _Layout:
+    """How to read one cell layout's plain attributes and Tensor attributes quickly: built from
+    the first cell with these attribute names and value types, then applied with C-level getters
+    to every other cell of that layout (a model's layers all share a handful of layouts)."""
+
+    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys")
+
+    def __init__(self, d):
+        scalars, dtypes, tensors = [], [], []
+        for k, v in d.items():
+            tv = type(v)
+            if tv in _SCALARS:
+                if k not in _SKIP_ATTRS:
+                    scalars.append(k)
+            elif isinstance(v, Tensor):
+                tensors.append(k)
+            elif isinstance(v, DType):
+                dtypes.append(k)
+        self.scalar_keys = tuple(scalars)
+        self.scalar_get = operator.itemgetter(*scalars) if len(scalars) > 1 else (
+            (lambda dd, _k=scalars[0]: (dd[_k],)) if scalars else (lambda dd: ()))
+        self.dtype_keys = tuple(dtypes)
+        self.tensor_keys = tuple(tensors)
+
+
+def _describe(cell):
+    """(own tensors, structure) of a cell tree in ONE walk (this runs once per layer per capture).
+
+    own tensors: [(relative name, Tensor)]: the Parameters of each cell, then its other Tensor
+    attributes, depth first. structure: per cell, its class and its plain attributes (`training`,
+    a dropout rate, flags), or None when a cell has hooks or a custom bprop (those cannot be
+    shared). Two cells agree on the structure exactly when they would trace the same graph, as
+    far as their Python state can tell."""
+    own, sig, seen = [], [], set()
+
+    def walk(c, prefix):
         d = c.__dict__
-        if d.get("_forward_hooks") or d.get("_forward_pre_hooks") or hasattr(type(c), "bprop"):
-            return None
-        attrs = tuple(sorted(((k, v) for k, v in d.items() if k not in _SKIP_ATTRS and type(v) in _SCALARS),
-                             key=lambda kv: kv[0]))
-        dts = tuple(sorted((k, v.name) for k, v in d.items() if isinstance(v, DType)))
-        sig.append((name, type(c).__module__, type(c).__qualname__, attrs, dts))
-    return tuple(sig)
+        if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
+            return False
+        tc = type(c)
+        if hasattr(tc, "bprop"):
+            return False
+        lkey = (tc, tuple(d), tuple(map(type, d.values())))
+        lay = _layouts.get(lkey)
+        if lay is None:
+            lay = _layouts[lkey] = _Layout(d)
+        sig.append(lkey)
+        sig.append(lay.scalar_get(d))
+        for k in lay.dtype_keys:
+            sig.append(d[k].name)
+        for k in lay.tensor_keys:
+            v = d[k]
+            if id(v) not in seen:
+                seen.add(id(v))
+                own.append((prefix + k, v))
+        for k, p in d["_params"].items():
+            if p is not None and id(p) not in seen:
+                seen.add(id(p))
+                own.append((prefix + k, p))
+        for k, sub in d["_cells"].items():
+            sig.append(k)
+            if sub is not None and not walk(sub, f"{prefix}{k}."):
+                return False
+        return True
+
+    if not walk(cell, ""):
+        return own, None
+    return own, tuple(sig)
 
 
-def _reuse_key(cell, template, leaves, own):
-    structure = _structure(cell)
+def own_tensors(cell):
+    """[(relative name, Tensor)] the cell owns: its Parameters and its cells' Tensor attributes."""
+    return _describe(cell)[0]
+
+
+class _NotConstant(Exception):
+    pass
+
+
+def _const_key(t):
+    """A hashable key for the constant parts of a call's template; objects are refused (their
+    identity differs per call, so the call cannot share a subgraph)."""
+    tt = type(t)
+    if tt in _SCALARS or tt is Slot:
+        return t.index if tt is Slot else (tt, t)
+    if tt is tuple or tt is list:
+        return (tt, tuple(_const_key(x) for x in t))
+    if tt is dict:
+        return (tt, tuple((k, _const_key(v)) for k, v in t.items()))
+    if isinstance(t, DType):
+        return ("dtype", t.name)
+    raise _NotConstant
+
+
+def _reuse_key(cell, template, leaves, structure, own):
     if structure is None:
         return None
     try:
-        consts = constant_token(template)
-    except TypeError:
+        consts = _const_key(template)
+    except _NotConstant:
         return None
-    if any(tok[0] == "id" for tok in _id_tokens(consts)):
-        return None                  # an object argument: its identity differs per call
-    avals = tuple((tuple(t.shape), t.dtype.name) for t in leaves)
-    owned = tuple((n, tuple(t.shape), t.dtype.name) for n, t in own)
+    avals = tuple([(t.shape, t.dtype) for t in leaves])
+    owned = tuple([(t.shape, t.dtype) for _, t in own])
     return (structure, consts, avals, owned)
-
-
-def _id_tokens(tok):
-    if isinstance(tok, tuple):
-        if len(tok) == 2 and tok[0] == "id":
-            yield tok
-        else:
-            for x in tok:
-                yield from _id_tokens(x)
 
 
 # -- capture of the shared subgraph ---------------------------------------------------------------
@@ -240,15 +300,14 @@ def _tensors_in_containers(cell):
 def call_cell(session, cell, args, kwargs):
     """Emit a lazy cell's call into `session` (the jit Cell hook calls this during a capture).
     Returns the call's outputs, or NotImplemented to inline the cell as usual."""
-    from .capture.trace import CaptureError, TraceSession
+    from .capture.trace import CaptureError, TraceSession, user_source
     if not isinstance(session, TraceSession):
         return NotImplemented
     leaves, template = pytree.flatten_call(args, kwargs)
-    own = own_tensors(cell)
-    key = _reuse_key(cell, template, leaves, own)
+    own, structure = _describe(cell)
+    key = _reuse_key(cell, template, leaves, structure, own)
     if key is None:
         return NotImplemented
-    key = (type(cell), key)
     if key not in _templates:
         try:
             captured = _capture_template(cell, template, leaves, own)
@@ -262,64 +321,103 @@ def call_cell(session, cell, args, kwargs):
     tmpl = _templates[key]
     if tmpl is None:
         return NotImplemented
-    inputs = list(leaves) + [t for _, t in own]
-    g = tmpl.graph
-    if grad_state.depth and any(isinstance(t, Tensor) and t._node is not None for t in inputs):
-        outs = _call_with_grad(session, tmpl, inputs)
+    inputs = leaves + [t for _, t in own]
+    source = user_source()
+    if grad_state.depth and any(t._node is not None for t in inputs):
+        outs = _call_with_grad(session, tmpl, inputs, source)
         if outs is NotImplemented:
             return NotImplemented
     else:
-        outs = session.emit(CALL, inputs, {"graph": g, "lazy_inline": tmpl.policy}, g.output_avals)
-    return pytree.fill(tmpl.out_template, list(outs))
+        node = _emit(session, tmpl.graph, tmpl.out_avals, inputs, tmpl.policy, source)
+        outs = _tracers(session, node.outputs)
+    return pytree.fill(tmpl.out_template, outs)
+
+
+def _emit(session, graph, out_avals, inputs, policy, source):
+    """Append CALL(graph) to the capture; inputs are Tensors (tracers, captured tensors) or Values
+    of this capture (residuals kept as Values: they never need a Tracer)."""
+    value_of = session.value_of
+    vals = [x if type(x) is Value else value_of(x) for x in inputs]
+    return session.builder.add_structural(CALL, vals, {"graph": graph, "lazy_inline": policy}, out_avals, source)
+
+
+def _tracers(session, values):
+    from .capture.trace import Tracer
+    return [Tracer.make(v, session) for v in values]
+
+
+class _Split:
+    """F and B of one lazy subgraph for one pattern of tracked inputs (built once).
+
+    `forward`  F(inputs) -> (outputs, residuals computed inside F)
+    `backward` B(residuals, output cotangents) -> the gradients that exist (absent ones dropped)
+    `sources`  for each residual param of B: ("in", i) - the call's input i (a weight, the layer
+               input: passed straight from the caller instead of being routed through F's
+               outputs) - or ("out", j) - F's output n_out + j
+    """
+
+    __slots__ = ("forward", "backward", "n_out", "diff_outputs", "present", "sources", "f_avals", "b_avals")
 
 
 def _split(tmpl, mask):
-    """F and B (without absent gradients) for one pattern of tracked inputs, built once."""
     from .autodiff import build_split
     s = tmpl.splits.get(mask)
-    if s is None:
-        g = tmpl.graph
-        split = build_split(g, mask, tuple(False for _ in g.captures))
-        bwd = split.backward
-        present = [o is not None for o in bwd.outputs]
-        backward = Graph(bwd.name, bwd.params, bwd.captures, bwd.nodes, [o for o in bwd.outputs if o is not None],
-                         bwd.source_fn)
-        s = tmpl.splits[mask] = (split, backward, present)
+    if s is not None:
+        return s
+    g = tmpl.graph
+    split = build_split(g, mask, tuple(False for _ in g.captures))
+    fwd, bwd = split.forward, split.backward
+    param_pos = {p.id: i for i, p in enumerate(fwd.params)}
+    outs = fwd.outputs[:split.n_out]
+    kept, sources = [], []
+    for r in fwd.outputs[split.n_out:]:
+        if isinstance(r, Value) and r.id in param_pos:
+            sources.append(("in", param_pos[r.id]))
+        else:
+            sources.append(("out", len(kept)))
+            kept.append(r)
+    s = _Split()
+    s.forward = Graph(fwd.name, fwd.params, fwd.captures, fwd.nodes, list(outs) + kept, fwd.source_fn)
+    s.backward = Graph(bwd.name, bwd.params, bwd.captures, bwd.nodes, [o for o in bwd.outputs if o is not None],
+                       bwd.source_fn)
+    s.f_avals, s.b_avals = tuple(s.forward.output_avals), tuple(s.backward.output_avals)
+    s.present = [o is not None for o in bwd.outputs]
+    s.n_out, s.diff_outputs, s.sources = split.n_out, split.diff_outputs, sources
+    tmpl.splits[mask] = s
     return s
 
 
 class LazyCallVJP:
     """The tape's 'primitive' for one lazy call: its backward rule emits CALL(B) into the capture."""
 
-    __slots__ = ("session", "backward", "residuals", "present", "name", "policy")
+    __slots__ = ("session", "split", "residuals", "name", "policy", "source")
 
-    def __init__(self, session, backward, residuals, present, name, policy):
-        self.session, self.backward, self.residuals = session, backward, residuals
-        self.present, self.name, self.policy = present, f"lazy:{name}", policy
+    def __init__(self, session, split, residuals, name, policy, source):
+        self.session, self.split, self.residuals = session, split, residuals
+        self.name, self.policy, self.source = f"lazy:{name}", policy, source
 
     def bprop(self, inputs, out, dout):
+        s = self.split
         douts = list(dout) if isinstance(dout, tuple) else [dout]
-        grads = self.session.emit(CALL, list(self.residuals) + douts, {"graph": self.backward,
-                                                                        "lazy_inline": self.policy},
-                                  self.backward.output_avals)
-        it = iter(grads)
-        return tuple(next(it) if p else None for p in self.present)
+        node = _emit(self.session, s.backward, s.b_avals, self.residuals + douts, self.policy, self.source)
+        self.residuals = None              # differentiated once: let the values go
+        it = iter(_tracers(self.session, node.outputs))
+        return tuple([next(it) if p else None for p in s.present])
 
 
-def _call_with_grad(session, tmpl, inputs):
-    g = tmpl.graph
-    mask = tuple(isinstance(t, Tensor) and t._node is not None for t in inputs)
-    split, backward, present = _split(tmpl, mask)
-    fwd = split.forward
-    if any(not isinstance(o, Value) for o in fwd.outputs):
-        return NotImplemented
-    results = session.emit(CALL, inputs, {"graph": fwd, "lazy_inline": tmpl.policy}, fwd.output_avals)
-    outs, residuals = list(results[:split.n_out]), results[split.n_out:]
-    tracked = tuple(t for t, m in zip(inputs, mask) if m)
-    diff = [outs[i] for i in split.diff_outputs]
+def _call_with_grad(session, tmpl, inputs, source):
+    mask = tuple([t._node is not None for t in inputs])
+    s = _split(tmpl, mask)
+    node = _emit(session, s.forward, s.f_avals, inputs, tmpl.policy, source)
+    n_out = s.n_out
+    outs = _tracers(session, node.outputs[:n_out])
+    computed = node.outputs[n_out:]
+    residuals = [inputs[i] if where == "in" else computed[i] for where, i in s.sources]
+    diff = tuple([outs[i] for i in s.diff_outputs])
     if diff:
-        grad_state.record(LazyCallVJP(session, backward, residuals, present, g.name, tmpl.policy), tracked, {},
-                          tuple(diff))
+        tracked = tuple([t for t, m in zip(inputs, mask) if m])
+        grad_state.record(LazyCallVJP(session, s, residuals, tmpl.graph.name, tmpl.policy, source), tracked, {},
+                          diff)
     return outs
 
 

@@ -146,7 +146,7 @@ def set_profiling_sink(sink):
 
 # -- the scheduler ------------------------------------------------------------------------------------
 
-EVENT_COST_S = 5e-6            # modelled cost of a cross-stream wait (an event round trip)
+EVENT_COST_S = 30e-6           # modelled cost of a cross-stream wait: waking a thread blocked on an event
 _RANDOM_OPS = frozenset({"dropout", "uniform", "normal", "multinomial", "bernoulli", "randint", "randn",
                          "rand", "random_choice"})
 
@@ -347,11 +347,12 @@ class _Abort(Exception):
     """Another stream failed: stop this one."""
 
 
-class StreamExecutor(O0Executor):
-    """The O0 executor with multi-stream execution and profiling (see the module docstring).
+class MultiStreamMixin:
+    """Multi-stream execution and profiling for any executor built on O0Executor's plan of steps
+    (`_steps`, `_template`, `_run_structural` ...): O0 here, O1 (the fused graph) via `with_streams`.
 
-    With one stream and no profiler running, `run` is exactly O0Executor.run (including its arena
-    mode). `n_streams=None` follows `set_multi_stream` / MS_DEV_RUNTIME_CONF at every run.
+    With one stream and no profiler running, `run` is exactly the base class's `run` (including
+    its arena mode). `n_streams=None` follows `set_multi_stream` / MS_DEV_RUNTIME_CONF at every run.
     """
 
     def __init__(self, graph, record_live: bool = False, arena=None, n_streams=None):
@@ -475,5 +476,18 @@ class StreamExecutor(O0Executor):
         return [env[s] if s is not None else c for s, c in zip(self._out_slots, self._outputs)]
 
 
-__all__ = ["StreamExecutor", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
+class StreamExecutor(MultiStreamMixin, O0Executor):
+    """The O0 executor (kernel by kernel) on one or more streams; registered as jit_level "O0"."""
+
+
+def with_streams(executor_cls):
+    """A subclass of `executor_cls` (an O0Executor subclass, e.g. O1's) that runs on several streams
+    and reports to the profiler: `register_jit_level("O1", with_streams(O1Executor))`."""
+    if issubclass(executor_cls, MultiStreamMixin):
+        return executor_cls
+    return type(f"Stream{executor_cls.__name__}", (MultiStreamMixin, executor_cls),
+                {"__doc__": f"{executor_cls.__name__} on one or more streams (graph/streams.py)."})
+
+
+__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
            "multi_stream", "profiling_sink", "set_profiling_sink", "EVENT_COST_S"]

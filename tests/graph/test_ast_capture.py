@@ -548,6 +548,22 @@ def test_weight_gradients_through_nested_ifs_in_a_cell_match_pynative():
     assert taken == {"else", "then/then", "then/else"}
 
 
+def test_second_order_gradients_through_a_tensor_if_match_pynative():
+    def f(x):
+        if x.sum() > 0:
+            y = (x ** 3).sum()
+        else:
+            y = (ops.sin(x) * x).sum()
+        return y
+    gg = ms.grad(ms.grad(f))
+    jgg = ms.jit(gg)
+    for v in ([1.0, 2.0], [-1.0, -2.0]):
+        a = np.asarray(v)
+        oracle = 6 * a if a.sum() > 0 else 2 * np.cos(a) - a * np.sin(a)      # d2/dx2, elementwise
+        close(jgg(t(v)), gg(t(v)))
+        close(jgg(t(v)), oracle, rtol=1e-5, atol=1e-6)
+
+
 def test_print_inside_a_differentiated_branch_is_not_replayed_by_the_backward(capsys):
     def f(x):
         if x.sum() > 0:
@@ -702,6 +718,29 @@ def test_fallback_with_tensor_inputs_runs_at_run_time():
         close(z, np.asarray(v) + 1)
     names = [n.attrs.get("name") for n in jf.compile(t([1.0, 2.0])).graph.nodes if n.name == "HostCall"]
     assert any(name.startswith("Try (line") for name in names) and "asnumpy" in names and "sin" in names
+
+
+WRITTEN = None
+
+
+def test_global_and_nonlocal_writes_fall_back():
+    def f(x):
+        global WRITTEN
+        WRITTEN = x * 2                     # a tensor: written when the graph runs
+        n = 0
+
+        def bump(v):
+            nonlocal n
+            n += 1                          # a constant: at compile time
+            return v * 2
+        return bump(bump(x)), n
+    y, n = ms.jit(f)(t([1.0, 2.0]))
+    close(y, [4.0, 8.0])
+    assert n == 2
+    assert isinstance(WRITTEN, ms.Tensor)
+    close(WRITTEN, [2.0, 4.0])
+    ms.jit(f)(t([5.0, 6.0]))
+    close(WRITTEN, [10.0, 12.0])
 
 
 def test_raise_inside_a_tensor_branch_raises_when_the_graph_runs():

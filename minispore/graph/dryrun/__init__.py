@@ -43,7 +43,7 @@ from .report import DryRunReport, NodeRecord
 
 
 def dryrun(fn_or_cell, *abstract_inputs, device="cpu", train=False, weights=None, optimizer="adamw",
-           learning_rate=1e-3, alignment=64, name=None) -> DryRunReport:
+           learning_rate=1e-3, jit_level="O0", alignment=64, name=None) -> DryRunReport:
     """Compile `fn_or_cell(*abstract_inputs)` without running it; report memory, FLOPs and time.
 
     * `abstract_inputs`: one per positional argument - an `AbstractTensor`, a `(shape, dtype)`
@@ -54,6 +54,9 @@ def dryrun(fn_or_cell, *abstract_inputs, device="cpu", train=False, weights=None
       default: the Cell's trainable parameters) and one fused in-place AdamW update per parameter
       (`optimizer=None`: forward + backward only, gradients returned). The function must return a
       scalar loss.
+    * `jit_level`: "O0" analyses the captured graph; "O1" first runs operator fusion
+      (passes/fusion.py - its C kernels are compiled, never run), so fused chains count one read
+      of each input and one write of each output, and their temporaries disappear from memory.
     * `alignment`: byte alignment of arena buffers (the planner's; 64 = a cache line).
 
     Build big models under `abstract_parameters()` so their weights take no memory. No kernel
@@ -61,8 +64,15 @@ def dryrun(fn_or_cell, *abstract_inputs, device="cpu", train=False, weights=None
     """
     t0 = time.perf_counter()
     prof = get_device(device)
+    if jit_level not in ("O0", "O1"):
+        from ...common.errors import OpValueError
+        raise OpValueError("dryrun", "jit_level 'O0' or 'O1'", repr(jit_level))
     cap = capture(fn_or_cell, abstract_inputs, train=train, weights=weights, optimizer=optimizer,
                   learning_rate=learning_rate)
+    if jit_level == "O1":
+        from ..passes.fusion import fuse
+        cap.graph = fuse(cap.graph).graph
+        cap.phases = None                  # fusion merges and reorders nodes: no phase boundaries
     p = memory_plan(cap.graph, alignment)
     compile_s = time.perf_counter() - t0
     label = name or cap.graph.name

@@ -98,7 +98,7 @@ class Capture:
 
     def phase_of(self, node_index: int) -> str:
         if self.phases is None:
-            return "forward"
+            return "step" if self.train else "forward"
         fwd, bwd = self.phases
         return "forward" if node_index < fwd else "backward" if node_index < bwd else "optimizer"
 

@@ -12,6 +12,9 @@ Where the numbers come from, in order:
    the op: how many FLOPs is an `exp`? (We say 1 per element, like most FLOP counters.)
 3. A default for anything else: one FLOP per output element, bytes = inputs read + outputs written.
 
+A fused kernel of jit_level O1 (passes/fusion.py) costs its members' FLOPs but only its own
+bytes: one read of each input, one write of each output.
+
 Conventions (the ones FLOP counters such as fvcore or DeepSpeed's profiler also use):
 
 * Matrix products dominate training FLOPs, and their count is exact: `2 * M * N * K`.
@@ -185,6 +188,14 @@ def node_cost(node, consumers=None) -> NodeCost:
         index_bytes = sum(_nbytes(a) for a in tensor_ins[1:])
         read = index_bytes + written
 
+    members = getattr(node.op, "nodes", None)
+    if members is not None and hasattr(node.op, "members"):
+        # a fused kernel (O1, passes/fusion.py): its members' arithmetic, but its OWN bytes - it
+        # reads each input once and writes each output once, which is the point of fusing
+        member_users = consumers_of_nodes(members)
+        flops = sum(node_cost(m, member_users).flops for m in members)
+        return NodeCost(flops, read, written, "vector")
+
     rule = COST_RULES.get(name)
     if rule is not None:
         c = rule(ins, outs, node.attrs)
@@ -213,8 +224,12 @@ def node_cost(node, consumers=None) -> NodeCost:
 
 def consumers_of(graph) -> dict:
     """value id -> the nodes that read it (for the transpose rule)."""
+    return consumers_of_nodes(graph.nodes)
+
+
+def consumers_of_nodes(nodes) -> dict:
     users: dict = {}
-    for node in graph.nodes:
+    for node in nodes:
         for x in node.inputs:
             if isinstance(x, Value):
                 users.setdefault(x.id, []).append(node)

@@ -75,6 +75,20 @@ def _fmt_flops(f) -> str:
     return f"{int(f)} FLOP"
 
 
+def _fmt_count(n) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return str(n)
+
+
+def _op_family(name) -> str:
+    """Table rows: O1's fused kernels (`fused_elementwise_3{mul,add}`) are counted together."""
+    if name.startswith("fused_"):
+        return name.split("{", 1)[0].rstrip("0123456789").rstrip("_") + " (O1)"
+    return name
+
+
 def _mib_ceil(n) -> int:
     return int(math.ceil(n / MiB))
 
@@ -212,7 +226,7 @@ class DryRunReport:
         """Per primitive: [(op, calls, flops, bytes moved, bytes allocated, time)] by time, largest first."""
         rows: dict = {}
         for n in self.nodes:
-            r = rows.setdefault(n.op, [0, 0, 0, 0, 0.0])
+            r = rows.setdefault(_op_family(n.op), [0, 0, 0, 0, 0.0])
             r[0] += 1
             r[1] += n.flops
             r[2] += n.bytes_moved
@@ -239,7 +253,7 @@ class DryRunReport:
         d = self.device
         lines = [f"DryRun of '{self.name}' ({'training step: forward + backward + AdamW' if self.train else 'forward'})"
                  f" on {d.display_name}",
-                 f"  graph: {len(self.graph.nodes)} nodes, {self.num_params / 1e9:.3f} B parameters "
+                 f"  graph: {len(self.graph.nodes)} nodes, {_fmt_count(self.num_params)} parameters "
                  f"({self.num_params:,}), compiled in {self.compile_s:.2f} s without running a kernel",
                  self.mindspore_lines(),
                  "  memory: " + ", ".join(f"{r}s {_fmt_bytes(b)}" if r != "optimizer state" else f"{r} {_fmt_bytes(b)}"
@@ -252,7 +266,8 @@ class DryRunReport:
                  f"  predicted step time: {_fmt_time(self.step_time_s)} "
                  f"({', '.join(f'{p} {_fmt_time(t)}' for p, t in self.phase_time_s.items())}; "
                  f"kernel launches {_fmt_time(self.launch_time_s)})",
-                 f"  roofline utilisation: {100 * self.mfu():.1f}% of the {d.display_name}'s matmul peak",
+                 f"  roofline utilisation: {100 * self.mfu():.1f}% of the device's matmul peak "
+                 f"({_fmt_flops(d.peak_flops('matmul', _dominant_dtype(self.graph)))}/s)",
                  "  " + self.fit_message().replace("\n", "\n  ")]
         return "\n".join(lines)
 

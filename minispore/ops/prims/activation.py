@@ -5,8 +5,9 @@ MindSpore's functional names and argument order (`ops.gelu(input, approximate='n
 `ops.softplus(input, beta=1, threshold=20)`, `ops.softmax(input, axis=-1, *, dtype=None)`, ...).
 
 Each is one primitive with its own NumPy kernel, so the forward pass is one vectorized call and
-never overflows where the math does not: sigmoid only exponentiates -|x|, softplus never
-exponentiates a large positive number, softmax/log_softmax subtract the row maximum first. Each
+never overflows where the math does not: sigmoid's exp(-x) can only overflow to inf, where
+1 / (1 + inf) = 0 is the right limit, softplus never exponentiates a large positive number,
+softmax/log_softmax subtract the row maximum first. Each
 backward rule is written in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)),
 so grad-of-grad works. silu, softmax and log_softmax (on a transformer's hot path) have a fused
 backward primitive instead (`silu_grad`, `softmax_grad`, `log_softmax_grad`: one NumPy kernel
@@ -181,13 +182,18 @@ def _one_plus_exp_neg(x):
     return d
 
 
+# Below this many elements `scipy.special.expit` (one ufunc call) is the faster sigmoid: the
+# vectorized passes below win on large arrays but cost a few microseconds of fixed overhead.
+_EXPIT_MAX_SIZE = 2048
+
+
 def _sigmoid_np(x):
     """sigmoid(x) = 1 / (1 + exp(-x)) as a new array, within ~1.5 ulp wherever it is a normal float.
 
-    Written as four in-place NumPy passes because `scipy.special.expit` is several times slower on
-    large arrays (it is not vectorized)."""
-    if x.ndim == 0:
-        return _sigmoid_np(x.reshape(1)).reshape(())
+    On large arrays this is four in-place NumPy passes, because `scipy.special.expit` is several
+    times slower there (it is not vectorized); small ones (and 0-d) go to expit."""
+    if x.size < _EXPIT_MAX_SIZE:
+        return scipy.special.expit(x)
     d = _one_plus_exp_neg(x)
     return np.reciprocal(d, out=d)
 
@@ -227,8 +233,8 @@ def tanh(input):
 
 def _silu_kernel(a):
     x = upcast_half(a)
-    if x.ndim == 0:
-        return _silu_kernel(x.reshape(1)).reshape(())
+    if x.size < _EXPIT_MAX_SIZE:
+        return x * scipy.special.expit(x)
     d = _one_plus_exp_neg(x)
     return np.divide(x, d, out=d)              # x * sigmoid(x) = x / (1 + exp(-x)): one pass fewer
 
@@ -381,6 +387,7 @@ def _softmax_infer(name):
 # rows of 64) `np.max(x, -1)` and `np.sum(x, -1)` spend most of their time in per-row overhead.
 # `argmax` and `einsum` have tight loops for exactly this case; they give the same values.
 _ROW_MAX_FAST = 4096      # up to this row length argmax + gather beats np.max (measured, float32/64)
+_ROW_MAX_MIN_SIZE = 4096  # ... on arrays at least this big (take_along_axis has a fixed cost)
 _ROW_SUM_FAST = 1024      # einsum sums sequentially: keep rows short enough that it is as accurate
 
 
@@ -391,7 +398,7 @@ def _last_axis_rows(x, axis, limit):
 
 def _row_max(x, axis):
     """max along `axis`, keepdims (NaN if the row has one, like np.max)."""
-    if _last_axis_rows(x, axis, _ROW_MAX_FAST) and x.shape[-1] > 0:
+    if x.size >= _ROW_MAX_MIN_SIZE and _last_axis_rows(x, axis, _ROW_MAX_FAST):
         return np.take_along_axis(x, np.argmax(x, axis=-1, keepdims=True), axis=-1)
     return np.max(x, axis=axis, keepdims=True)
 

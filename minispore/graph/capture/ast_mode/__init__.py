@@ -18,7 +18,8 @@ How (read in this order):
                    real file's line numbers; which code is parsed and which is merely called.
 * interpreter.py   an abstract interpreter over the AST: Python values are computed at compile time
                    (constants), tensors are the trace mode's Tracers (ops, Cells and methods are
-                   recorded exactly as in trace mode), statements are handled one by one.
+                   recorded exactly as in trace mode), statements are handled one by one; calls.
+* expressions.py   the expression half of the interpreter; frames.py: variables, interpreted closures.
 * control_flow.py  `if`/`while` on tensor values -> If/While nodes with closed subgraphs; the
                    gradient of If.
 * fallback.py      what is not compiled runs as Python (JIT Fallback), at compile time or run time;

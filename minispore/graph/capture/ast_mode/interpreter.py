@@ -43,95 +43,17 @@ from ....common.errors import MinisporeError
 from ....common.tensor import Tensor
 from ..trace import CaptureError, HostResult, user_source
 from . import control_flow, fallback
-from .session import (AstCaptureError, is_dynamic_leaf, unsupported, where)
+from .expressions import BINOPS, INPLACE, SYMBOL, Expressions, rows
+from .frames import Frame, InterpretedFunction
+from .session import AstCaptureError, contains_opaque, is_dynamic_leaf, unsupported, where
 from .signals import BREAK, CONTINUE, MISSING, RAISED, RETURN, Undefined
-from .source import _find_generator, is_user_code, parse_function
+from .source import find_generator, is_user_code, parse_function
 
 MAX_UNROLL = 100_000          # iterations of one unrolled loop before giving up (a runaway loop)
 
 
-
-# -- frames -------------------------------------------------------------------------------------------
-class Frame:
-    """The variables of one interpreted call (or comprehension), and where it is in the source."""
-
-    __slots__ = ("fn_name", "filename", "globals", "env", "parent", "closure", "lineno", "return_value",
-                 "global_names", "nonlocal_names", "func", "first_arg", "user")
-
-    def __init__(self, fn_name, filename, globals_, env, parent=None, closure=None, func=None, first_arg=None,
-                 lineno=0, user=True):
-        self.fn_name = fn_name
-        self.filename = filename
-        self.globals = globals_
-        self.env = env
-        self.parent = parent
-        self.closure = closure
-        self.lineno = lineno
-        self.return_value = None
-        self.global_names = None
-        self.nonlocal_names = None
-        self.func = func
-        self.first_arg = first_arg
-        self.user = user                  # user code (not a library Cell's construct): names IR lines
-
-    def loc(self, lineno=None):
-        return (self.filename, self.lineno if lineno is None else lineno, self.fn_name)
-
-    def has_local(self, name) -> bool:
-        f = self
-        while f is not None:
-            if name in f.env or (f.closure is not None and name in f.closure):
-                return True
-            f = f.parent
-        return False
-
-
 def _interp_name(fn):
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
-
-
-# -- interpreted closures ---------------------------------------------------------------------------
-class InterpretedFunction:
-    """A `def` or `lambda` evaluated inside a captured function: calling it interprets its body."""
-
-    def __init__(self, interp, node, frame, defaults, kw_defaults, name):
-        self._interp = interp
-        self._node = node
-        self._frame = frame
-        self.__name__ = self.__qualname__ = name
-        self.__doc__ = ast.get_docstring(node) if not isinstance(node, ast.Lambda) else None
-        self.__signature__ = _signature_of(node.args, defaults, kw_defaults)
-
-    def __call__(self, *args, **kwargs):
-        if not self._interp.active:
-            raise AstCaptureError(self.__name__, "to be called while the function that defines it is captured",
-                                  "a call after the capture ended (a function defined inside a jitted function "
-                                  "cannot be kept and called later)", where=where(self._frame.loc(self._node.lineno)))
-        return self._interp.call_interpreted(self, args, kwargs)
-
-    def __get__(self, obj, objtype=None):
-        return self if obj is None else types.MethodType(self, obj)
-
-    def __repr__(self):
-        return f"<function {self.__name__} (interpreted by jit capture_mode='ast')>"
-
-
-def _signature_of(a, defaults, kw_defaults):
-    P = inspect.Parameter
-    params = []
-    positional = a.posonlyargs + a.args
-    first_default = len(positional) - len(defaults)
-    for i, arg in enumerate(positional):
-        kind = P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD
-        default = defaults[i - first_default] if i >= first_default else P.empty
-        params.append(P(arg.arg, kind, default=default))
-    if a.vararg:
-        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
-    for arg, d in zip(a.kwonlyargs, kw_defaults):
-        params.append(P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is MISSING else d))
-    if a.kwarg:
-        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
-    return inspect.Signature(params)
 
 
 def _invoke(fn, args, kwargs):
@@ -141,51 +63,6 @@ def _invoke(fn, args, kwargs):
 
 def _invoke_method(obj, name, args, kwargs):
     return getattr(obj, name)(*args, **kwargs)
-
-
-# -- operator tables ----------------------------------------------------------------------------------
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-           ast.MatMult: operator.matmul, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
-           ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.BitAnd: operator.and_}
-_INPLACE = {ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul, ast.Div: operator.itruediv,
-            ast.FloorDiv: operator.ifloordiv, ast.Mod: operator.imod, ast.Pow: operator.ipow,
-            ast.MatMult: operator.imatmul, ast.LShift: operator.ilshift, ast.RShift: operator.irshift,
-            ast.BitOr: operator.ior, ast.BitXor: operator.ixor, ast.BitAnd: operator.iand}
-_UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
-
-
-def _in(a, b):
-    return a in b
-
-
-def _not_in(a, b):
-    return a not in b
-
-
-_CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-        ast.Gt: operator.gt, ast.GtE: operator.ge, ast.Is: operator.is_, ast.IsNot: operator.is_not,
-        ast.In: _in, ast.NotIn: _not_in}
-_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
-           ast.Pow: "**", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^",
-           ast.BitAnd: "&", ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=",
-           ast.In: "in", ast.NotIn: "not in", ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
-
-
-def _contains_opaque(x) -> bool:
-    t = type(x)
-    if t is HostResult:
-        return True
-    if t is tuple or t is list:
-        return any(_contains_opaque(v) for v in x)
-    if t is dict:
-        return any(_contains_opaque(v) for v in x.values())
-    return False
-
-
-def _as_bool_tensor(x):
-    from ....ops import functional as F
-    return x if x.dtype is mstype.bool_ else F.cast(x, mstype.bool_)
 
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -203,7 +80,7 @@ def _token(v):
 
 
 # -- the interpreter ------------------------------------------------------------------------------------
-class Interpreter:
+class Interpreter(Expressions):
     """Evaluates interpreted functions for one capture (see the module docstring)."""
 
     def __init__(self, name, fullgraph):
@@ -357,7 +234,7 @@ class Interpreter:
         """Run `fn(*args, **kwargs)` now (compile time); if it needs tensor data, or an argument is
         a run-time Python value, run it when the graph runs instead (JIT Fallback)."""
         kwargs = kwargs or {}
-        if type(fn) is HostResult or _contains_opaque(args) or _contains_opaque(kwargs):
+        if type(fn) is HostResult or contains_opaque(args) or contains_opaque(kwargs):
             return self.runtime_call(fn, args, kwargs, what)
         nodes = self.session.builder.nodes
         n0 = len(nodes)
@@ -618,11 +495,13 @@ class Interpreter:
 
     def _augment(self, op, cur, rhs):
         # tensors: `x += y` is `x = x + y` (values in a graph are immutable); lists etc. keep iadd
-        fn = _BINOPS[op] if isinstance(cur, Tensor) or type(cur) is HostResult else _INPLACE[op]
-        return self.apply(fn, (cur, rhs), what=_SYMBOL[op] + "=")
+        fn = BINOPS[op] if isinstance(cur, Tensor) or type(cur) is HostResult else INPLACE[op]
+        return self.apply(fn, (cur, rhs), what=SYMBOL[op] + "=")
 
     def s_Delete(self, stmt, frame):
-        for t in stmt.targets:
+        targets = list(stmt.targets)
+        while targets:
+            t = targets.pop(0)
             if isinstance(t, ast.Name):
                 if t.id not in frame.env:
                     raise NameError(f"name '{t.id}' is not defined (at {where(frame.loc())})")
@@ -631,13 +510,9 @@ class Interpreter:
                 self.apply(operator.delitem, (self.eval(t.value, frame), self.eval(t.slice, frame)), what="del")
             elif isinstance(t, ast.Attribute):
                 self.apply(delattr, (self.eval(t.value, frame), t.attr), what="del")
-            else:
-                self.assign_delete_tuple(t, frame)
+            else:                                   # del (a, b)
+                targets[:0] = t.elts
         return None
-
-    def assign_delete_tuple(self, t, frame):
-        for e in t.elts:
-            self.s_Delete(ast.Delete(targets=[e]), frame)
 
     def s_Global(self, stmt, frame):
         return fallback.declare(self, frame, stmt, "global_names")
@@ -677,8 +552,8 @@ class Interpreter:
         return RAISED
 
     def s_FunctionDef(self, stmt, frame):
-        if parse_generator(stmt):
-            gen = stmt if isinstance(stmt, ast.AsyncFunctionDef) else _find_generator(stmt)
+        gen = stmt if isinstance(stmt, ast.AsyncFunctionDef) else find_generator(stmt)
+        if gen is not None:
             kind = "statement 'AsyncFunctionDef'" if gen is stmt else f"expression '{type(gen).__name__}'"
             return fallback.run_statement(self, frame, stmt, what=f"Unsupported {kind}")
         defaults = [self.eval(d, frame) for d in stmt.args.defaults]
@@ -762,7 +637,7 @@ class Interpreter:
                                       "a value computed in Python at run time", where=where(frame.loc()))
             items = [self.runtime_call(operator.getitem, (value, i), {}, "unpack") for i in range(len(elts))]
         else:
-            items = list(value) if not isinstance(value, Tensor) else [value[i] for i in range(_len(value))]
+            items = list(value) if not isinstance(value, Tensor) else [value[i] for i in range(rows(value))]
         if star:
             s = star[0]
             n_after = len(elts) - s - 1
@@ -777,7 +652,7 @@ class Interpreter:
             self.assign(e, v, frame)
 
     def setitem(self, obj, idx, value, frame):
-        if type(obj) is HostResult or _contains_opaque(idx) or type(value) is HostResult:
+        if type(obj) is HostResult or contains_opaque(idx) or type(value) is HostResult:
             self.runtime_call(operator.setitem, (obj, idx, value), {}, "[]=")
             return
         obj[idx] = value          # a traced tensor records setitem and rebinds itself (trace.py)
@@ -787,285 +662,6 @@ class Interpreter:
             self.runtime_call(setattr, (obj, name, value), {}, f".{name}=")
             return
         setattr(obj, name, value)
-
-    # -- expressions -------------------------------------------------------------------------------------
-    def eval(self, node, frame):
-        handler = _EXPR.get(type(node))
-        if handler is None:
-            raise unsupported(f"Unsupported expression '{type(node).__name__}'", frame.loc(node.lineno),
-                              hint="rewrite it; the ast mode cannot fall back inside an expression")
-        return handler(self, node, frame)
-
-    def e_Constant(self, node, frame):
-        return node.value
-
-    def e_Name(self, node, frame):
-        return self.lookup(node.id, frame)
-
-    def e_Attribute(self, node, frame):
-        obj = self.eval(node.value, frame)
-        return self.apply(getattr, (obj, node.attr), what=f".{node.attr}")
-
-    def e_Subscript(self, node, frame):
-        obj = self.eval(node.value, frame)
-        idx = self.eval(node.slice, frame)
-        return self.apply(operator.getitem, (obj, idx), what="[]")
-
-    def e_Slice(self, node, frame):
-        ev = self.eval
-        return slice(ev(node.lower, frame) if node.lower is not None else None,
-                     ev(node.upper, frame) if node.upper is not None else None,
-                     ev(node.step, frame) if node.step is not None else None)
-
-    def _elements(self, elts, frame):
-        out = []
-        for e in elts:
-            if isinstance(e, ast.Starred):
-                v = self.eval(e.value, frame)
-                if type(v) is HostResult:
-                    raise AstCaptureError("*", "a value known at compile time to unpack",
-                                          "a value computed in Python at run time", where=where(frame.loc()))
-                out.extend(v if not isinstance(v, Tensor) else [v[i] for i in range(_len(v))])
-            else:
-                out.append(self.eval(e, frame))
-        return out
-
-    def e_Tuple(self, node, frame):
-        return tuple(self._elements(node.elts, frame))
-
-    def e_List(self, node, frame):
-        return self._elements(node.elts, frame)
-
-    def e_Set(self, node, frame):
-        return set(self._elements(node.elts, frame))
-
-    def e_Dict(self, node, frame):
-        out = {}
-        for k, v in zip(node.keys, node.values):
-            if k is None:
-                out.update(self.eval(v, frame))
-            else:
-                out[self.eval(k, frame)] = self.eval(v, frame)
-        return out
-
-    def e_BinOp(self, node, frame):
-        left = self.eval(node.left, frame)
-        right = self.eval(node.right, frame)
-        frame.lineno = node.lineno
-        op = type(node.op)
-        return self.apply(_BINOPS[op], (left, right), what=_SYMBOL[op])
-
-    def e_UnaryOp(self, node, frame):
-        v = self.eval(node.operand, frame)
-        if isinstance(node.op, ast.Not):
-            if isinstance(v, Tensor):
-                from ....ops import functional as F
-                return F.logical_not(_as_bool_tensor(v))
-            if type(v) is HostResult:
-                return self.runtime_call(operator.not_, (v,), {}, "not")
-            return not v
-        return self.apply(_UNARY[type(node.op)], (v,), what=_SYMBOL[type(node.op)])
-
-    def e_BoolOp(self, node, frame):
-        is_and = isinstance(node.op, ast.And)
-        dynamic = []
-        v = None
-        for e in node.values:
-            v = self.eval(e, frame)
-            if isinstance(v, Tensor) or type(v) is HostResult:
-                dynamic.append(v)
-                continue
-            if is_and and not v:                 # a false constant decides an `and`
-                return v if not dynamic else False
-            if not is_and and v:                 # a true constant decides an `or`
-                return v if not dynamic else True
-        if not dynamic:
-            return v
-        if len(dynamic) == 1 and dynamic[0] is v:
-            return v                             # `flag and x` -> x, as in Python
-        if any(type(d) is HostResult for d in dynamic):
-            return self.runtime_call(_all if is_and else _any, (tuple(dynamic),), {}, "and" if is_and else "or")
-        from ....ops import functional as F
-        combine = F.logical_and if is_and else F.logical_or
-        acc = _as_bool_tensor(dynamic[0])
-        for d in dynamic[1:]:
-            acc = combine(acc, _as_bool_tensor(d))
-        return acc
-
-    def e_Compare(self, node, frame):
-        left = self.eval(node.left, frame)
-        results = []
-        for op, comp in zip(node.ops, node.comparators):
-            right = self.eval(comp, frame)
-            frame.lineno = node.lineno
-            t = type(op)
-            if t is ast.Is or t is ast.IsNot:
-                r = _CMP[t](left, right)
-            else:
-                r = self.apply(_CMP[t], (left, right), what=_SYMBOL[t])
-            if len(node.ops) == 1:
-                return r
-            if not (isinstance(r, Tensor) or type(r) is HostResult) and not r:
-                return r
-            results.append(r)
-            left = right
-        dynamic = [r for r in results if isinstance(r, Tensor) or type(r) is HostResult]
-        if not dynamic:
-            return results[-1]
-        if any(type(d) is HostResult for d in dynamic):
-            return self.runtime_call(_all, (tuple(dynamic),), {}, "comparison chain")
-        from ....ops import functional as F
-        acc = _as_bool_tensor(dynamic[0])
-        for d in dynamic[1:]:
-            acc = F.logical_and(acc, _as_bool_tensor(d))
-        return acc
-
-    def e_Call(self, node, frame):
-        fn = self.eval(node.func, frame)
-        args = []
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                v = self.eval(a.value, frame)
-                if type(v) is HostResult:
-                    raise AstCaptureError("*args", "a value known at compile time to unpack",
-                                          "a value computed in Python at run time", where=where(frame.loc()))
-                args.extend(v if not isinstance(v, Tensor) else [v[i] for i in range(_len(v))])
-            else:
-                args.append(self.eval(a, frame))
-        kwargs = {}
-        for kw in node.keywords:
-            v = self.eval(kw.value, frame)
-            if kw.arg is None:
-                kwargs.update(v)
-            else:
-                kwargs[kw.arg] = v
-        frame.lineno = node.lineno
-        return self.call(fn, tuple(args), kwargs)
-
-    def e_IfExp(self, node, frame):
-        cond = self.eval(node.test, frame)
-        if isinstance(cond, Tensor):
-            return control_flow.tensor_ifexp(self, node, frame, cond)
-        if type(cond) is HostResult:
-            a, b = self.eval(node.body, frame), self.eval(node.orelse, frame)
-            return self.runtime_call(_choose, (cond, a, b), {}, "if-else expression")
-        return self.eval(node.body if cond else node.orelse, frame)
-
-    def e_Lambda(self, node, frame):
-        defaults = [self.eval(d, frame) for d in node.args.defaults]
-        kw_defaults = [self.eval(d, frame) if d is not None else MISSING for d in node.args.kw_defaults]
-        return InterpretedFunction(self, node, frame, defaults, kw_defaults, "<lambda>")
-
-    def e_NamedExpr(self, node, frame):
-        value = self.eval(node.value, frame)
-        self.assign_name(node.target.id, value, frame)
-        return value
-
-    def e_JoinedStr(self, node, frame):
-        parts = []
-        for v in node.values:
-            if isinstance(v, ast.Constant):
-                parts.append(v.value)
-            else:
-                spec = self.eval(v.format_spec, frame) if v.format_spec is not None else ""
-                parts.append((self.eval(v.value, frame), v.conversion, spec))
-        if any(type(p) is tuple and (is_dynamic_leaf(p[0]) or is_dynamic_leaf(p[2])) for p in parts):
-            return self.runtime_call(_format_parts, (parts,), {}, "f-string")
-        return _format_parts(parts)
-
-    def e_FormattedValue(self, node, frame):
-        spec = self.eval(node.format_spec, frame) if node.format_spec is not None else ""
-        return _format_parts([(self.eval(node.value, frame), node.conversion, spec)])
-
-    def _comprehension(self, node, frame, emit):
-        scope = Frame(frame.fn_name, frame.filename, frame.globals, {}, parent=frame, lineno=frame.lineno,
-                      user=frame.user)
-        gens = node.generators
-
-        def loop(i):
-            g = gens[i]
-            it = self.eval(g.iter, frame if i == 0 else scope)
-            if type(it) is HostResult:
-                raise AstCaptureError("comprehension", "an iterable known at compile time",
-                                      "a value computed in Python at run time", where=where(frame.loc(node.lineno)))
-            items = iter(it) if not isinstance(it, Tensor) else (it[k] for k in range(_len(it)))
-            for item in items:
-                self.assign(g.target, item, scope)
-                ok = True
-                for cond in g.ifs:
-                    c = self.eval(cond, scope)
-                    if isinstance(c, Tensor) or type(c) is HostResult:
-                        raise AstCaptureError("comprehension", "an `if` filter known at compile time",
-                                              "a filter on a tensor value (the number of results would depend "
-                                              "on data)", where=where(frame.loc(node.lineno)))
-                    if not c:
-                        ok = False
-                        break
-                if not ok:
-                    continue
-                if i + 1 < len(gens):
-                    loop(i + 1)
-                else:
-                    emit(scope)
-        loop(0)
-
-    def e_ListComp(self, node, frame):
-        out = []
-        self._comprehension(node, frame, lambda s: out.append(self.eval(node.elt, s)))
-        return out
-
-    def e_SetComp(self, node, frame):
-        return set(self.e_ListComp(node, frame))
-
-    def e_GeneratorExp(self, node, frame):
-        return iter(self.e_ListComp(node, frame))
-
-    def e_DictComp(self, node, frame):
-        out = {}
-
-        def emit(s):
-            out[self.eval(node.key, s)] = self.eval(node.value, s)
-        self._comprehension(node, frame, emit)
-        return out
-
-
-def parse_generator(stmt) -> bool:
-    return isinstance(stmt, ast.AsyncFunctionDef) or _find_generator(stmt) is not None
-
-
-def _len(t):
-    if len(t.shape) == 0:
-        raise TypeError("iteration over a 0-d tensor")
-    return t.shape[0]
-
-
-def _all(values):
-    return all(bool(v) for v in values)
-
-
-def _any(values):
-    return any(bool(v) for v in values)
-
-
-def _choose(cond, a, b):
-    return a if cond else b
-
-
-def _format_parts(parts):
-    out = []
-    for p in parts:
-        if type(p) is str:
-            out.append(p)
-            continue
-        value, conversion, spec = p
-        if conversion == ord("r"):
-            value = repr(value)
-        elif conversion == ord("s"):
-            value = str(value)
-        elif conversion == ord("a"):
-            value = ascii(value)
-        out.append(format(value, spec))
-    return "".join(out)
 
 
 _signatures: dict = {}
@@ -1089,13 +685,7 @@ def _jit_types():
     return _JIT_TYPES
 
 
-_STMT = {}
-_EXPR = {}
-for _name in dir(Interpreter):
-    if _name.startswith("s_"):
-        _STMT[getattr(ast, _name[2:])] = getattr(Interpreter, _name)
-    elif _name.startswith("e_"):
-        _EXPR[getattr(ast, _name[2:])] = getattr(Interpreter, _name)
+_STMT = {getattr(ast, name[2:]): getattr(Interpreter, name) for name in dir(Interpreter) if name.startswith("s_")}
 
 __all__ = ["Interpreter", "Frame", "InterpretedFunction", "Undefined", "BREAK", "CONTINUE", "RETURN", "RAISED",
            "MAX_UNROLL"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sys
 
-from ....common import grad_state
 from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor, set_executor
 from ... import pytree
@@ -32,7 +31,8 @@ from ..trace import CaptureError, HostResult, SymbolicArray, Tracer, TraceSessio
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # frames of these files evaluate user code: an op called from them belongs to the interpreted line
-_INTERPRETING = {os.path.join(_HERE, f) for f in ("interpreter.py", "control_flow.py", "fallback.py")}
+_INTERPRETING = {os.path.join(_HERE, f) for f in ("interpreter.py", "expressions.py", "control_flow.py",
+                                                  "fallback.py")}
 
 
 class AstCaptureError(CaptureError):
@@ -56,6 +56,17 @@ def is_symbolic(x) -> bool:
 def is_dynamic_leaf(x) -> bool:
     """A value that exists only when the graph runs: a traced tensor or a host call's result."""
     return type(x) is HostResult or (isinstance(x, Tensor) and type(x._data) is SymbolicArray)
+
+
+def contains_opaque(x) -> bool:
+    t = type(x)
+    if t is HostResult:
+        return True
+    if t is tuple or t is list:
+        return any(contains_opaque(v) for v in x)
+    if t is dict:
+        return any(contains_opaque(v) for v in x.values())
+    return False
 
 
 def aval_of(x):
@@ -249,9 +260,5 @@ def tracked(x) -> bool:
     return isinstance(x, Tensor) and x._node is not None
 
 
-def gradient_running() -> bool:
-    return grad_state.depth > 0
-
-
 __all__ = ["AstSession", "AstCaptureError", "Region", "close_regions", "unsupported", "where", "is_symbolic",
-           "is_dynamic_leaf", "aval_of", "tracked"]
+           "is_dynamic_leaf", "contains_opaque", "aval_of", "tracked"]

@@ -30,7 +30,7 @@ class ParsedFunction:
         self.filename = filename
         self.name = name
         self.is_lambda = isinstance(node, ast.Lambda)
-        self.generator_node = None if self.is_lambda else _find_generator(node)
+        self.generator_node = None if self.is_lambda else find_generator(node)
 
     @property
     def body(self):
@@ -138,7 +138,7 @@ def _walk_scope(nodes):
             stack.append(child)
 
 
-def _find_generator(fn_node):
+def find_generator(fn_node):
     for n in _walk_scope(fn_node.body):
         if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)):
             return n

@@ -1,0 +1,54 @@
+"""jit_level "O1": the O0 executor (kernel by kernel) on the graph after automatic operator fusion.
+
+    @ms.jit(jit_level="O1")
+    def step(x, w): ...
+
+Compiling a graph for O1 runs the fusion pass (passes/fusion.py): chains of elementwise ops and
+elementwise ops around trailing-axis reductions become single nodes whose kernels are generated
+C, compiled once with cffi and cached on disk (graph/codegen). The fused graph then runs exactly
+like O0 - the same plan of steps, the same freeing after last use, the same arena when
+`set_context(memory_optimize_level="O1")` asks for SOMAS planning - only with fewer, bigger
+kernels. Without a C compiler fusion is skipped (warned once) and O1 equals O0.
+
+`executor.graph` is the fused graph (print it to see the groups), `executor.source_graph` the
+captured one, `executor.fusion` the pass's result (`.fused`: the FusedPrimitives, each with its
+`c_source`). With `MS_DEV_SAVE_GRAPHS=1` / `MINISPORE_DUMP_IR=1` the fused graph is printed too.
+"""
+from __future__ import annotations
+
+import sys
+
+from ..common import context
+from .executor import O0Executor
+from .passes.fusion import fuse
+from .printer import dump_enabled, format_graph
+
+
+def _arena_default() -> bool:
+    try:
+        return context.get_context("memory_optimize_level") == "O1"
+    except Exception:          # noqa: BLE001 - an older context without the key: no arena
+        return False
+
+
+class O1Executor(O0Executor):
+    """O0 on the fused graph. See the module docstring."""
+
+    def __init__(self, graph, record_live: bool = False, arena=None):
+        self.source_graph = graph
+        self.fusion = fuse(graph)
+        if dump_enabled() and self.fusion.fused:
+            print(f"# minispore IR after operator fusion (jit_level O1): {len(self.fusion.fused)} fused "
+                  f"groups\n{format_graph(self.fusion.graph)}", file=sys.stderr)
+        super().__init__(self.fusion.graph, record_live=record_live,
+                         arena=_arena_default() if arena is None else arena)
+
+
+def _register():
+    from ..jit import register_jit_level
+    register_jit_level("O1", O1Executor)
+
+
+_register()
+
+__all__ = ["O1Executor"]

@@ -1,0 +1,358 @@
+"""jit_level "O2": whole-graph sink - the graph becomes ONE generated Python function.
+
+MindSpore's O2 hands the whole graph to the device (GE on Ascend) and drives it with one call per
+step. Here the graph (after operator fusion, as in O1) is turned into the source code of one
+Python function that calls every kernel in schedule order, compiled once with `compile()`:
+
+    def sink_step(*args):                        # generated; executor.source shows it
+        if len(args) != 2: _arity(args)
+        v0, v1 = args
+        c2 = _cap2._data                         # captured Parameters, read when the step runs
+        v5 = _k5(v0, c2)                         # matmul
+        if v5.__class__ is not _nd or v5.dtype is not _d5: v5 = _fix(v5, 5, 0)
+        v6, v7 = _k6(v5, c3)                     # fused_elementwise_0{add,gelu,...} (C)
+        del v5                                   # freed after its last use, as O0 does
+        ...
+        return [v9, v6]
+
+There is no per-node interpretation left: no plan of steps, no environment list, no dispatch on
+node kinds, no attribute dictionaries (constants and attributes are literals or bound names).
+What remains per node is the kernel call itself - so a graph of hundreds of tiny ops costs little
+more than its kernels, and a graph whose every op fuses is a single C call.
+
+**Memory**: by default values are Python locals (NumPy allocates them; `del` frees each after its
+last use). With `set_context(memory_optimize_level="O1")` (or `O2Executor(graph, arena=True)`)
+every intermediate lives at its planned offset in one arena (graph/memory, SOMAS): fused C
+kernels and NumPy ufuncs write straight into their planned buffers, other kernels' results are
+copied there, and the outputs are copied out on return.
+
+**Structural nodes get generated control flow**, each subgraph becoming a sink function of its
+own: If -> `if _truth(c): r = then(...) else: r = else(...)`, While -> a Python `while` over the
+cond/body functions, Call -> a call of the callee's function, HostCall -> a call of the host
+function on Tensors (JIT Fallback), after which captured tensors are re-read (the host code may
+have given a Parameter new storage, e.g. an optimizer's `set_data`). Nothing falls back to O0.
+
+Errors: a failing kernel is reported like O0 reports it (op, user source line, graph name): the
+generated code's line numbers map back to nodes.
+"""
+from __future__ import annotations
+
+import linecache
+import math
+import sys
+
+import numpy as np
+
+from ..common.errors import MinisporeError, MinisporeRuntimeError
+from ..common.tensor import Tensor, _wrap
+from .executor import _conform, _fill_template, _runtime_error
+from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
+from .o1 import _arena_default
+from .passes.fusion import FusedPrimitive, fuse
+from .printer import dump_enabled, format_graph
+
+_counter = [0]
+
+
+def _literal(x):
+    """Python source for a constant if it is a plain literal, else None (then it is bound by name)."""
+    if x is None or isinstance(x, (bool, int, str)):
+        return repr(x)
+    if isinstance(x, float):
+        return repr(x) if math.isfinite(x) else None
+    if isinstance(x, tuple):
+        parts = [_literal(v) for v in x]
+        if any(p is None for p in parts):
+            return None
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return None
+
+
+def _truth(cond):
+    return bool(np.asarray(cond).reshape(())) if not isinstance(cond, bool) else cond
+
+
+class _Source:
+    """Accumulates the generated function: lines, names bound in its globals, line -> node."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.ns: dict = {"_nd": np.ndarray, "_truth": _truth, "_copyto": np.copyto}
+        self.line_node: dict[int, int] = {}
+
+    def bind(self, name, obj):
+        self.ns[name] = obj
+        return name
+
+    def const(self, name, x):
+        lit = _literal(x)
+        return lit if lit is not None else self.bind(name, x)
+
+    def emit(self, text, node_index=None, indent=1):
+        self.lines.append("    " * (indent - 1) + text)
+        if node_index is not None:
+            self.line_node[len(self.lines) + 1] = node_index      # +1: the def line comes first
+
+
+class O2Executor:
+    """A graph compiled into one Python function. See the module docstring.
+
+    `run(*arrays)` -> list of outputs, as O0Executor. `graph`: the fused graph; `source_graph`:
+    the captured one; `source`: the generated code; `fusion`: the fusion pass's result."""
+
+    def __init__(self, graph: Graph, arena=None, fuse_graph: bool = True):
+        self.source_graph = graph
+        if fuse_graph:
+            self.fusion = fuse(graph)
+            graph = self.fusion.graph
+            if dump_enabled() and self.fusion.fused:
+                print(f"# minispore IR after operator fusion (jit_level O2): {len(self.fusion.fused)} fused "
+                      f"groups\n{format_graph(graph)}", file=sys.stderr)
+        else:
+            self.fusion = None
+        self.graph = graph
+        self.arena_mode = _arena_default() if arena is None else bool(arena)
+        self.memory_plan = None
+        self.arena = None
+        self._subs: list = []
+        self._generate()
+
+    # -- code generation -------------------------------------------------------------------------------
+    def _generate(self):
+        g = self.graph
+        _counter[0] += 1
+        fname = "sink_" + "".join(ch if ch.isalnum() else "_" for ch in g.name)
+        self.filename = f"<minispore O2 {g.name} #{_counter[0]}>"
+        src = _Source()
+        src.bind("_arity", self._arity_error)
+        src.bind("_fix", self._fix)
+        n_params = len(g.params)
+        names: dict[int, str] = {}          # value id -> local name: a0.. params, c0.. captures, v0.. nodes
+        for i, p in enumerate(g.params):
+            names[p.id] = f"a{i}"
+        src.emit(f"if len(args) != {n_params}: _arity(args)")
+        if n_params:
+            src.emit(f"{', '.join(names[p.id] for p in g.params)}, = args")
+        cap_lines = []
+        for i, (v, t) in enumerate(g.captures):
+            names[v.id] = f"c{i}"
+            cap_lines.append(f"c{i} = {src.bind(f'_cap{i}', t)}._data")
+        self._cap_lines = cap_lines
+        for line in cap_lines:
+            src.emit(line)
+        plan = self._plan_memory() if self.arena_mode else None
+
+        # last use of every node output / param (captures are never freed), for `del`
+        keep = {o.id for o in g.outputs if isinstance(o, Value)}
+        last = {}
+        for i, node in enumerate(g.nodes):
+            for x in node.inputs:
+                if isinstance(x, Value) and x.kind != "capture":
+                    last[x.id] = i
+        frees: list[list[str]] = [[] for _ in g.nodes]
+        for i, node in enumerate(g.nodes):
+            for o in node.outputs:
+                if o.id not in keep:
+                    frees[last.get(o.id, i)].append(o)
+        for p in g.params:
+            if p.id not in keep and p.id in last:
+                frees[last[p.id]].append(p)
+
+        for i, node in enumerate(g.nodes):
+            for o in node.outputs:
+                names[o.id] = f"v{len(names) - n_params - len(g.captures)}"
+            args = [names[x.id] if isinstance(x, Value) else src.const(f"_x{i}_{j}", x)
+                    for j, x in enumerate(node.inputs)]
+            outs = [names[o.id] for o in node.outputs]
+            if node.is_primitive:
+                self._emit_primitive(src, i, node, args, outs, plan)
+            else:
+                self._emit_structural(src, i, node, args, outs)
+            dead = [names[v.id] for v in frees[i]]
+            if dead:
+                src.emit(f"del {', '.join(dead)}")
+        rets = []
+        for j, o in enumerate(g.outputs):
+            if isinstance(o, Value):
+                r = names[o.id]
+                if plan is not None and o.id in plan.offsets or (plan is not None and o.id in plan.alias_of):
+                    r = f"{r}.copy()"          # it lives in the arena, which the next run overwrites
+                rets.append(r)
+            else:
+                rets.append(src.const(f"_out{j}", o))
+        src.emit(f"return [{', '.join(rets)}]")
+        body = "\n".join(["try:"] + ["    " + ln for ln in src.lines] +
+                         ["except Exception as _e:", "    raise _located(_e) from _e"])
+        text = f"def {fname}(*args):\n" + "\n".join("    " + ln for ln in body.splitlines()) + "\n"
+        src.bind("_located", self._locate)
+        # the body sits inside `try:`, one line lower than recorded
+        self._line_node = {ln + 1: n for ln, n in src.line_node.items()}
+        self.source = text
+        linecache.cache[self.filename] = (len(text), None, text.splitlines(True), self.filename)
+        code = compile(text, self.filename, "exec")
+        exec(code, src.ns)
+        self._fn = src.ns[fname]
+        self._code = self._fn.__code__
+        self.run = self._fn                 # one call per step: the generated function itself
+
+    def _emit_primitive(self, src, i, node, args, outs, plan):
+        prim = node.op
+        lhs = outs[0] if len(outs) == 1 and not node.multi else ", ".join(outs) + ","
+        if isinstance(prim, FusedPrimitive):
+            if plan is not None and all(o.id in plan.offsets for o in node.outputs):
+                # write straight into the planned buffers
+                bufs = [src.bind(f"_b_{n}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
+                        for n, o in zip(outs, node.outputs)]
+                into = src.bind(f"_ki{i}", _into_wrapper(prim))
+                src.emit(f"{into}({', '.join(bufs + args)})  # {prim.name}", i)
+                src.emit(f"{lhs} = {', '.join(bufs)}{',' if len(bufs) > 1 or node.multi else ''}", i)
+                return
+            k = src.bind(f"_k{i}", prim.kernel)
+            src.emit(f"{lhs} = {k}({', '.join(args)})  # {prim.name}", i)
+            self._emit_store(src, i, node, outs, plan)
+            return
+        k = src.bind(f"_k{i}", prim.kernel)
+        kw = [f"{a}={src.const(f'_a{i}_{a}', v)}" for a, v in node.attrs.items()]
+        call = f"{k}({', '.join(args + kw)})"
+        if (plan is not None and isinstance(prim.kernel, np.ufunc) and prim.kernel.nout == 1 and not node.attrs
+                and len(outs) == 1 and not node.multi and node.outputs[0].id in plan.offsets):
+            o = node.outputs[0]
+            buf = src.bind(f"_b_{outs[0]}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
+            src.emit(f"{k}({', '.join(args)}, out={buf}, casting='unsafe')  # {prim.name}", i)
+            src.emit(f"{outs[0]} = {buf}", i)
+            return
+        src.emit(f"{lhs} = {call}  # {prim.name}", i)
+        for j, o in enumerate(node.outputs):
+            d = src.bind(f"_d_{outs[j]}", o.aval.dtype.np)
+            src.emit(f"if {outs[j]}.__class__ is not _nd or {outs[j]}.dtype is not {d}: "
+                     f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
+        self._emit_store(src, i, node, outs, plan)
+
+    def _emit_store(self, src, i, node, outs, plan):
+        """Arena mode: copy a kernel's heap result into its planned buffer (views stay views)."""
+        if plan is None:
+            return
+        for j, o in enumerate(node.outputs):
+            if o.aval is OPAQUE or o.id not in plan.offsets:
+                continue
+            buf = src.bind(f"_b_{outs[j]}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
+            src.emit(f"_copyto({buf}, {outs[j]}, casting='unsafe'); {outs[j]} = {buf}", i)
+
+    def _emit_structural(self, src, i, node, args, outs):
+        op = node.op
+        lhs = ", ".join(outs) + ","
+        if op is HOST_CALL:
+            h = src.bind(f"_h{i}", _HostCall(node))
+            src.emit(f"{lhs} = {h}({', '.join(args)})", i)
+            for line in self._cap_lines:        # Python code ran: a Parameter may have new storage
+                src.emit(line, i)
+        elif op is CALL:
+            sub = self._sub(node.attrs["graph"])
+            src.emit(f"{lhs} = {src.bind(f'_call{i}', sub.run)}({', '.join(args)})", i)
+        elif op is IF:
+            t = src.bind(f"_then{i}", self._sub(node.attrs["then_graph"]).run)
+            e = src.bind(f"_else{i}", self._sub(node.attrs["else_graph"]).run)
+            ops = ", ".join(args[1:])
+            src.emit(f"{lhs} = {t}({ops}) if _truth({args[0]}) else {e}({ops})", i)
+        elif op is WHILE:
+            c = src.bind(f"_cond{i}", self._sub(node.attrs["cond_graph"]).run)
+            b = src.bind(f"_body{i}", self._sub(node.attrs["body_graph"]).run)
+            src.emit(f"_carry = [{', '.join(args)}]", i)
+            src.emit(f"while _truth({c}(*_carry)[0]):", i)
+            src.emit(f"_carry = {b}(*_carry)", i, indent=2)
+            src.emit(f"{lhs} = _carry", i)
+        else:
+            raise MinisporeRuntimeError(f"O2: unknown structural op {op!r}")
+        for j, o in enumerate(node.outputs):
+            if o.aval is not OPAQUE:
+                src.emit(f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
+
+    def _sub(self, graph):
+        ex = O2Executor(graph, arena=False, fuse_graph=False)     # already fused with this graph
+        self._subs.append(ex)
+        return ex
+
+    def _plan_memory(self):
+        from .memory import Arena
+        from .memory.arena_exec import graph_plan
+        p = graph_plan(self.graph)
+        self.memory_plan = p
+        self.arena = Arena(p.peak_bytes)
+        return p
+
+    # -- run-time helpers --------------------------------------------------------------------------------
+    def _arity_error(self, args):
+        raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {len(self.graph.params)} inputs, "
+                                    f"got {len(args)}")
+
+    def _fix(self, r, i, j):
+        """A kernel returned another type/dtype than inferred: convert it, as O0 does."""
+        node = self.graph.nodes[i]
+        return _conform(r, node.outputs[j].aval, node, False)
+
+    def _locate(self, e):
+        """The error of a failing kernel, named by op, user source line and graph (as O0 says it)."""
+        if isinstance(e, MinisporeError) and getattr(e, "_graph_located", False):
+            return e
+        tb, line = e.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is self._code:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        idx = self._line_node.get(line)
+        if idx is None:
+            return e
+        err = _runtime_error(self.graph.nodes[idx], self.graph, e)
+        err._graph_located = True
+        return err
+
+    def __repr__(self):
+        return f"<O2Executor {self.graph.name}: {len(self.graph.nodes)} nodes, {len(self.source.splitlines())} lines>"
+
+
+class _HostCall:
+    """A HostCall node's run-time call: the function on Tensors (JIT Fallback), results as arrays."""
+
+    __slots__ = ("fn", "template", "node")
+
+    def __init__(self, node):
+        self.fn, self.template, self.node = node.attrs["fn"], node.attrs.get("template"), node
+
+    def __call__(self, *args):
+        tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
+        call_args, call_kwargs = _fill_template(self.template, tensors)
+        result = self.fn(*call_args, **call_kwargs)
+        outs = self.node.outputs
+        if len(outs) == 1 and outs[0].aval is OPAQUE:
+            return (result,)
+        results = result if isinstance(result, (tuple, list)) else (result,)
+        return tuple(r._data if isinstance(r, Tensor) else r for r in results)
+
+
+def _into_wrapper(prim):
+    """`kernel_into(*outputs, *inputs)`: the fused C kernel writing into given (planned) buffers."""
+    fb, fn, spec, n_out = prim.module.ffi.from_buffer, prim._fn, prim.spec, len(prim.out_values)
+
+    def into(*bufs):
+        outs, ins = bufs[:n_out], bufs[n_out:]
+        try:
+            ptrs = [fb(a) for a in ins]
+        except (ValueError, TypeError):
+            ins = [np.ascontiguousarray(a, dtype=s.ctype.dtype.np) for a, s in zip(ins, spec.inputs)]
+            ptrs = [fb(a) for a in ins]
+        for p, s in zip(ptrs, spec.inputs):
+            if len(p) != int(np.prod(s.shape)) * s.ctype.dtype.itemsize:
+                from .passes.fusion import _bad_input
+                _bad_input(prim, ins)
+        fn(*[fb(o) for o in outs], *ptrs)
+    return into
+
+
+def _register():
+    from ..jit import register_jit_level
+    register_jit_level("O2", O2Executor)
+
+
+_register()
+
+__all__ = ["O2Executor"]

@@ -1,0 +1,706 @@
+"""Automatic operator fusion (jit_level O1): chains of elementwise ops, and elementwise ops feeding
+or fed by a reduction over the trailing axes, become ONE node whose kernel is generated C.
+
+    before                                          after
+    %3 = mul(%0, %0) : f32[4096,1024]               %3 = fused_reduce_0{mul,reduce_mean,add,rsqrt,
+    %4 = reduce_mean(%3) {axis=(1,), ...}                 mul,mul}(%0, %1) : f32[4096,1024]
+    %5 = add(%4, 1e-06) : f32[4096,1]
+    %6 = rsqrt(%5) : f32[4096,1]
+    %7 = mul(%0, %6) : f32[4096,1024]
+    %8 = mul(%7, %1) : f32[4096,1024]
+
+NumPy runs each op as its own pass over memory: six passes of 16 MB for that RMSNorm, plus five
+temporaries. The fused kernel reads `%0` and `%1` once and writes `%8` once (codegen/c_kernel.py).
+This is MindSpore's "graph kernel fusion" (jit_level O1) for a CPU.
+
+**What fuses** (codegen/fusible_ops.py is the table): primitives with a C expression there, on
+float32/float64 values (bool for comparison results), and `reduce_sum/mean/max/min` over a
+trailing run of axes. A group has a *domain* D (the shape of its full-size values) and, if it
+holds reductions, the number `k` of trailing axes they reduce. Each member has a role:
+
+* "full"    its output has shape D (inputs may broadcast into it);
+* "reduce"  a reduction of a full value over the last k axes (keep_dims or not);
+* "row"     an elementwise op on per-row values (`rsqrt(mean + eps)`), computed once per row.
+
+**How groups form** (one pass in schedule order, greedy, like XLA's producer-consumer fusion):
+a fusible node joins the group of one of its producers when its role there is valid, it is in
+the same *segment* (no host call, control-flow node or random op in between: those keep their
+place in program order), it is within `WINDOW` nodes of the group's last member, and joining
+creates no cycle. A cycle would arise when another input of the node depends on the group through
+a node outside it (`a -> matmul -> b` with a and b fused would have to run both before and after
+the matmul); each value carries a bitmask of the groups it depends on, so the test is one AND.
+Other producer groups are then merged in when the same conditions hold for them (diamonds:
+`exp(x) + x*2`). Groups with fewer than two ops that do work (reshape/broadcast_to/copy do none)
+stay unfused: NumPy runs a single op as fast as a generated loop.
+
+**After grouping**: each group becomes a `KernelSpec` (c_kernel.py), all kernels of the graph are
+compiled as one module (build.py, cached on disk), and the graph is rebuilt: within each segment
+nodes and groups are re-sorted topologically (a group runs when all its inputs exist), each group
+becomes one node whose op is a `FusedPrimitive` named `fused_elementwise_N{mul,add,exp}` or
+`fused_reduce_N{...}`, with one output per member value used outside the group. Subgraphs of
+If/While/Call nodes are fused the same way.
+
+**Fallbacks**: no C compiler -> the graph is returned unfused (one warning per process); a kernel
+that does not compile -> its group stays unfused (one warning naming the groups and the compiler
+error). Set `MINISPORE_FUSION=0` to switch fusion off.
+
+Gradients: a graph captured from `value_and_grad` holds the forward and the backward ops; fusion
+runs on the whole graph after capture, so backward chains (GELU's and SiLU's derivatives, the
+mean-square-error gradient, broadcast-and-multiply) fuse like forward ones.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+import warnings
+
+import numpy as np
+
+from ...common.errors import MinisporeRuntimeError
+from ...ops import _check as C
+from ...ops.primitive import AbstractTensor, Primitive
+from ..codegen import build as B
+from ..codegen import fusible_ops as T
+from ..codegen.c_kernel import InputSpec, KernelSpec, MemberSpec, declaration, generate
+from ..ir import OPAQUE, Graph, Node, Value
+from .inline_control_flow import is_random
+
+WINDOW = 64            # a node joins a group only if the group's last member is this close before it
+MIN_WORK = 2           # ops that do work a group needs before it is worth a kernel
+
+
+# -- which nodes may fuse -----------------------------------------------------------------------------
+class _Info:
+    """What the pass knows about a fusible node: kind ('ew'/'reduce'), output shape, k for reductions."""
+
+    __slots__ = ("kind", "shape", "k", "name")
+
+    def __init__(self, kind, shape, k, name):
+        self.kind, self.shape, self.k, self.name = kind, shape, k, name
+
+
+def _is_scalar_const(x):
+    return x is None or isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def classify(node):
+    """`_Info` for a node the C code generator can handle, else None."""
+    if not node.is_primitive or node.multi or isinstance(node.op, FusedPrimitive):
+        return None
+    name = node.op.name
+    out = node.outputs[0].aval
+    if not isinstance(out, AbstractTensor) or out.size == 0 or T.ctype_of(out.dtype) is None:
+        return None
+    vals = [x for x in node.inputs if isinstance(x, Value)]
+    for v in vals:
+        if v.aval is OPAQUE or T.ctype_of(v.aval.dtype) is None:
+            return None
+    if not all(isinstance(x, Value) or _is_scalar_const(x) for x in node.inputs):
+        return None
+    if name in T.REDUCTIONS:
+        if len(node.inputs) != 1 or not vals or node.attrs.get("initial") is not None:
+            return None
+        x = vals[0].aval
+        if not x.dtype.is_floating or out.dtype is not x.dtype or x.ndim == 0:
+            return None
+        axes = C.axes(name, node.attrs.get("axis", ()), x.ndim)
+        k = len(axes)
+        if axes != tuple(range(x.ndim - k, x.ndim)):
+            return None                       # only trailing axes: rows x columns
+        if int(np.prod(x.shape[x.ndim - k:])) <= 1:
+            return None
+        return _Info("reduce", out.shape, k, name)
+    rule = T.RULES.get(name)
+    if rule is None:
+        return None
+    if rule.float_only:
+        if not out.dtype.is_floating or not all(v.aval.dtype.is_floating for v in vals):
+            return None
+    if not out.dtype.is_floating and not rule.out_bool and name not in _ANY_DTYPE_OUT:
+        return None
+    if name in ("broadcast_to", "reshape", "copy", "stop_gradient", "cast", "zeros_like", "ones_like") and \
+            len(vals) != 1:
+        return None
+    return _Info("ew", out.shape, None, name)
+
+
+_ANY_DTYPE_OUT = ("cast", "zeros_like", "ones_like", "where", "copy", "stop_gradient", "broadcast_to", "reshape")
+
+
+def _is_barrier(node) -> bool:
+    """Nodes that keep their place in program order (fused groups never span them)."""
+    return not node.is_primitive or is_random(node.op)
+
+
+# -- groups ----------------------------------------------------------------------------------------------
+class _Group:
+    __slots__ = ("bit", "bits", "members", "domain", "k", "segment", "last", "roles")
+
+    def __init__(self, bit, domain, k, segment):
+        self.bit = bit
+        self.bits = 1 << bit
+        self.members: list[int] = []         # node positions
+        self.domain = domain
+        self.k = k                           # None until a reduction joins
+        self.segment = segment
+        self.last = -1
+        self.roles: dict[int, str] = {}      # node position -> role
+
+    def row_shapes(self):
+        nd = len(self.domain)
+        return (self.domain[:nd - self.k] + (1,) * self.k, self.domain[:nd - self.k])
+
+
+def _role(info, node, domain, k):
+    """The node's role in a group with this domain/k, or None."""
+    if info.kind == "reduce":
+        x = node.inputs[0]
+        if x.aval.shape != domain or (k is not None and k != info.k):
+            return None
+        return "reduce"
+    if info.shape == domain:
+        return "full"
+    if k is not None:
+        kd, nokd = domain[:len(domain) - k] + (1,) * k, domain[:len(domain) - k]
+        if info.shape in (kd, nokd):
+            return "row"
+    return None
+
+
+def _use_ok(consumer, c_role, c_shape, p_role, p_shape, domain, k):
+    """May a member with role c_role read a member value (p_role, p_shape) of the same group?"""
+    if c_role == "reduce":
+        return p_role == "full"
+    if consumer.op.name == "reshape":        # a reinterpretation: full -> full or row -> row
+        return (p_role == "full") == (c_role == "full")
+    if c_role == "full":
+        if p_role == "full":
+            return True
+        return k is not None and p_shape == domain[:len(domain) - k] + (1,) * k
+    return p_role in ("row", "reduce") and p_shape == c_shape
+
+
+class _Grouper:
+    """Forms the groups of one graph (see the module docstring)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.nodes = graph.nodes
+        self.groups: list[_Group] = []
+        self.group_of: dict[int, _Group] = {}        # node position -> group
+        self.producer: dict[int, int] = {}           # value id -> node position
+        self.dep: dict[int, int] = {}                # value id -> bitmask of groups it depends on
+        self.infos: dict[int, _Info] = {}
+
+    def run(self):
+        segment = 0
+        for i, node in enumerate(self.nodes):
+            for o in node.outputs:
+                self.producer[o.id] = i
+            in_dep = 0
+            for x in node.inputs:
+                if isinstance(x, Value):
+                    in_dep |= self.dep.get(x.id, 0)
+            if _is_barrier(node):
+                segment += 1
+                for o in node.outputs:
+                    self.dep[o.id] = in_dep
+                continue
+            info = classify(node)
+            g = None
+            if info is not None:
+                self.infos[i] = info
+                g = self._place(i, node, info, segment)
+            bits = in_dep | (g.bits if g is not None else 0)
+            for o in node.outputs:
+                self.dep[o.id] = bits
+        return [g for g in self._live_groups() if self._work(g) >= MIN_WORK]
+
+    def _live_groups(self):
+        seen, out = set(), []
+        for g in self.group_of.values():
+            if id(g) not in seen:
+                seen.add(id(g))
+                out.append(g)
+        return out
+
+    def _work(self, g):
+        return sum(1 for i in g.members if self.nodes[i].op.name not in T.FREE_OPS)
+
+    def _member_group(self, x):
+        if not isinstance(x, Value):
+            return None
+        p = self.producer.get(x.id)
+        return self.group_of.get(p) if p is not None else None
+
+    def _uses_ok(self, i, node, role, g, domain, k):
+        """Are node i's reads of g's member values valid for `role`?"""
+        for x in node.inputs:
+            if isinstance(x, Value) and self._member_group(x) is g:
+                p = self.producer[x.id]
+                if not _use_ok(node, role, node.outputs[0].aval.shape, g.roles[p], x.aval.shape, domain, k):
+                    return False
+        return True
+
+    def _place(self, i, node, info, segment):
+        candidates = []
+        for x in node.inputs:
+            g = self._member_group(x)
+            if g is not None and g not in candidates:
+                candidates.append(g)
+        target = None
+        for g in candidates:
+            if g.segment != segment or i - g.last > WINDOW:
+                continue
+            role = _role(info, node, g.domain, g.k)
+            if role is None or not self._uses_ok(i, node, role, g, g.domain, info.k if g.k is None else g.k):
+                continue
+            if self._no_cycle_node(node, g):
+                target = g
+                k = info.k if info.kind == "reduce" else g.k
+                break
+        if target is None:
+            domain = node.inputs[0].aval.shape if info.kind == "reduce" else info.shape
+            target = _Group(len(self.groups), domain, info.k if info.kind == "reduce" else None, segment)
+            self.groups.append(target)
+            role = "reduce" if info.kind == "reduce" else "full"
+            k = target.k
+        target.k = k
+        target.members.append(i)
+        target.roles[i] = role
+        target.last = i
+        self.group_of[i] = target
+        for g in candidates:
+            if g is not target:
+                self._try_merge(target, g)
+        return target
+
+    def _no_cycle_node(self, node, g):
+        for x in node.inputs:
+            if isinstance(x, Value) and self._member_group(x) is not g and self.dep.get(x.id, 0) & g.bits:
+                return False
+        return True
+
+    def _external_inputs(self, g):
+        for p in g.members:
+            for x in self.nodes[p].inputs:
+                if isinstance(x, Value) and self._member_group(x) is not g:
+                    yield x
+
+    def _try_merge(self, g, h):
+        """Merge group h into g (both already exist) if that is legal; see the module docstring."""
+        if h.segment != g.segment or h.domain != g.domain or (g.k is not None and h.k is not None and g.k != h.k):
+            return False
+        if max(g.last, h.last) - min(min(g.members), min(h.members)) > 4 * WINDOW:
+            return False
+        k = g.k if g.k is not None else h.k
+        for x in self._external_inputs(h):
+            if self._member_group(x) is not g and self.dep.get(x.id, 0) & g.bits:
+                return False
+        for x in self._external_inputs(g):
+            if self._member_group(x) is not h and self.dep.get(x.id, 0) & h.bits:
+                return False
+        # roles stay valid with the merged k, and cross reads between g and h are valid
+        roles = dict(g.roles)
+        roles.update(h.roles)
+        for p, role in roles.items():
+            node = self.nodes[p]
+            info = self.infos[p]
+            if _role(info, node, g.domain, k) != role and not (role == "full" and info.shape == g.domain):
+                return False
+            for x in node.inputs:
+                if not isinstance(x, Value):
+                    continue
+                q = self.producer.get(x.id)
+                if q in roles and self.group_of.get(q) is not self.group_of.get(p):
+                    if not _use_ok(node, role, node.outputs[0].aval.shape, roles[q], x.aval.shape, g.domain, k):
+                        return False
+        for p in h.members:
+            self.group_of[p] = g
+        g.members = sorted(g.members + h.members)
+        g.roles = roles
+        g.bits |= h.bits
+        g.k = k
+        g.last = max(g.last, h.last)
+        return True
+
+
+# -- from a group to a kernel spec -------------------------------------------------------------------
+def _split_for(domain, read_shapes):
+    """Columns for an elementwise group: the most trailing dims such that every input is either
+    contiguous along them or broadcast along all of them (so the inner loop is `x[base + c]` or
+    `x[base]`, never a div/mod)."""
+    nd = len(domain)
+    if nd == 0:
+        return 0
+    best = 1
+    for k in range(1, nd + 1):
+        ok = True
+        for s in read_shapes:
+            aligned = (1,) * (nd - len(s)) + tuple(s)
+            c_in, c_dom = aligned[nd - k:], domain[nd - k:]
+            if not (c_in == c_dom or all(d == 1 for d in c_in)):
+                ok = False
+                break
+        if ok:
+            best = k
+    return best
+
+
+class _GroupPlan:
+    """A group turned into: member nodes, input Values (with read shapes), output Values, the spec."""
+
+    def __init__(self, index, group, grouper, used_outside):
+        nodes = grouper.nodes
+        self.positions = sorted(group.members)
+        self.nodes = [nodes[p] for p in self.positions]
+        member_of = {n.outputs[0].id: j for j, n in enumerate(self.nodes)}
+        domain, k = group.domain, group.k
+        nd = len(domain)
+        inputs, input_key = [], {}
+        self.in_values = []
+        members = []
+
+        def input_ref(x, consumer_role, consumer_shape, consumer):
+            shape = x.aval.shape
+            if consumer.op.name == "reshape":
+                shape = consumer_shape                     # read the buffer as the reshape's result
+            if consumer_role == "row" and len(consumer_shape) == nd - k:   # a per-row value without keep_dims
+                shape = (1,) * (nd - k - len(shape)) + tuple(shape) + (1,) * k
+            key = (x.id, tuple(shape))
+            j = input_key.get(key)
+            if j is None:
+                j = input_key[key] = len(inputs)
+                inputs.append(InputSpec(T.ctype_of(x.aval.dtype), tuple(shape)))
+                self.in_values.append(x)
+            return ("i", j)
+
+        for p, node in zip(self.positions, self.nodes):
+            role = group.roles[p]
+            out = node.outputs[0]
+            ops = []
+            for x in node.inputs:
+                if isinstance(x, Value):
+                    j = member_of.get(x.id)
+                    ops.append(("m", j) if j is not None else input_ref(x, role, out.aval.shape, node))
+                else:
+                    ops.append(("c", x))
+            attrs = dict(node.attrs)
+            members.append(MemberSpec(node.op.name, T.ctype_of(out.aval.dtype), role, ops, attrs))
+        self.out_members = [j for j, n in enumerate(self.nodes) if n.outputs[0].id in used_outside]
+        self.out_values = [self.nodes[j].outputs[0] for j in self.out_members]
+        if k is None:
+            k = _split_for(domain, [i.shape for i in inputs])
+        self.has_reduction = group.k is not None
+        kind = "reduce" if self.has_reduction else "elementwise"
+        self.spec = KernelSpec(f"fused_{kind}_{index}", domain, k, inputs, members, self.out_members)
+        self.symbol, self.c_source = generate(self.spec)
+        self.name = f"fused_{kind}_{index}{{{','.join(n.op.name for n in self.nodes)}}}"
+
+
+# -- the fused primitive ---------------------------------------------------------------------------
+class FusedPrimitive(Primitive):
+    """The op of a fused node: a Primitive (so verify, printers and executors treat it like any
+    other) whose kernel is a compiled C function and whose inference re-runs its members' rules.
+
+    `members`: the member ops' names; `nodes`: the original member nodes; `c_source`: the kernel's
+    C code; `spec`: its KernelSpec; `impl`: the unfused reference (the members' own kernels)."""
+
+    __slots__ = ("members", "nodes", "in_values", "out_values", "c_source", "spec", "symbol", "module", "_fn")
+
+    def __init__(self, plan: _GroupPlan, module):
+        super().__init__(plan.name, self._infer, self._reference, None, None,
+                         doc=f"fused kernel of {len(plan.nodes)} ops")
+        self.members = [n.op.name for n in plan.nodes]
+        self.nodes = plan.nodes
+        self.in_values = plan.in_values
+        self.out_values = plan.out_values
+        self.c_source = plan.c_source
+        self.spec = plan.spec
+        self.symbol = plan.symbol
+        self.module = module
+        self._fn = getattr(module.lib, plan.symbol)
+        self.kernel = _make_wrapper(self, module)
+
+    @property
+    def multi(self):
+        return len(self.out_values) > 1
+
+    def _infer(self, *inputs):
+        env = {}
+        for v, x in zip(self.in_values, inputs):
+            env[v.id] = x
+        for node in self.nodes:
+            args = [env.get(x.id, x.aval) if isinstance(x, Value) else x for x in node.inputs]
+            env[node.outputs[0].id] = node.op.infer(*args, **node.attrs)
+        outs = tuple(env[v.id] for v in self.out_values)
+        return outs if len(outs) > 1 else outs[0]
+
+    def _reference(self, *arrays):
+        """The group run unfused, op by op with the members' own kernels (for tests and debugging)."""
+        env = {v.id: a for v, a in zip(self.in_values, arrays)}
+        for node in self.nodes:
+            args = [env[x.id] if isinstance(x, Value) else x for x in node.inputs]
+            r = np.asarray(node.op.kernel(*args, **node.attrs))
+            aval = node.outputs[0].aval
+            env[node.outputs[0].id] = r.astype(aval.dtype.np, copy=False)
+        outs = tuple(env[v.id] for v in self.out_values)
+        return outs if len(outs) > 1 else outs[0]
+
+
+def _make_wrapper(prim: FusedPrimitive, module):
+    """A Python function `kernel(*inputs) -> output(s)` calling the C kernel: allocates the outputs,
+    passes every buffer as a pointer (cffi's `from_buffer`, ~0.1 us each), and checks each input's
+    byte size (a wrong-sized buffer would make C read out of bounds). Non-contiguous inputs (a
+    transposed view) and Python scalars are made contiguous arrays of the right dtype first.
+    Generated as source so the common case is one flat function with no loops."""
+    spec = prim.spec
+    n_in = len(spec.inputs)
+    ns = {"_fb": module.ffi.from_buffer, "_k": prim._fn, "_empty": np.empty, "_prep": _prepare, "_bad": _bad_input,
+          "_prim": prim}
+    ins = [f"i{j}" for j in range(n_in)]
+    outs = [f"o{k}" for k in range(len(prim.out_values))]
+    lines = [f"def {prim.symbol}({', '.join(ins)}):"]
+    for k, v in enumerate(prim.out_values):
+        ns[f"_S{k}"], ns[f"_D{k}"] = v.aval.shape, v.aval.dtype.np
+        lines.append(f"    o{k} = _empty(_S{k}, _D{k})")
+    if n_in:
+        bufs = ", ".join(f"b{j}" for j in range(n_in))
+        lines.append("    try:")
+        lines.append(f"        {bufs}, = {', '.join(f'_fb(i{j})' for j in range(n_in))},")
+        lines.append("    except (ValueError, TypeError):")
+        lines.append(f"        {', '.join(ins)}, = _prep(_prim, ({', '.join(ins)},))")
+        lines.append(f"        {bufs}, = {', '.join(f'_fb(i{j})' for j in range(n_in))},")
+        for j, i in enumerate(spec.inputs):
+            ns[f"_N{j}"] = int(np.prod(i.shape)) * i.ctype.dtype.itemsize
+        checks = " or ".join(f"len(b{j}) != _N{j}" for j in range(n_in))
+        lines.append(f"    if {checks}:")
+        lines.append(f"        _bad(_prim, ({', '.join(ins)},))")
+    args = [f"_fb(o{k})" for k in range(len(outs))] + [f"b{j}" for j in range(n_in)]
+    lines.append(f"    _k({', '.join(args)})")
+    lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, f"<fused kernel {prim.name}>", "exec"), ns)
+    fn = ns[prim.symbol]
+    fn.source = src
+    return fn
+
+
+def _prepare(prim, arrays):
+    out = []
+    for a, spec in zip(arrays, prim.spec.inputs):
+        a = np.ascontiguousarray(a, dtype=spec.ctype.dtype.np)
+        out.append(a)
+    return tuple(out)
+
+
+def _bad_input(prim, arrays):
+    got = ", ".join(f"{np.shape(a)} {getattr(a, 'dtype', type(a).__name__)}" for a in arrays)
+    want = ", ".join(f"{i.shape} {i.ctype.dtype}" for i in prim.spec.inputs)
+    raise MinisporeRuntimeError(f"For '{prim.name}', expected inputs of sizes {want}, but got {got}")
+
+
+# -- the pass -------------------------------------------------------------------------------------------
+class FusionResult:
+    """`graph`: the fused graph (the input graph itself when nothing fused); `fused`: the
+    FusedPrimitives made; `unfused_reason`: why fusion was skipped (no compiler, disabled), or None;
+    `failed`: names of groups whose kernel did not compile."""
+
+    def __init__(self, graph, fused, unfused_reason=None, failed=()):
+        self.graph = graph
+        self.fused = fused
+        self.unfused_reason = unfused_reason
+        self.failed = list(failed)
+
+    def __repr__(self):
+        return f"<FusionResult {len(self.fused)} fused groups" + \
+            (f", unfused: {self.unfused_reason}" if self.unfused_reason else "") + ">"
+
+
+_warned: set = set()
+
+
+def _warn_once(key, msg):
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
+def fusion_enabled() -> bool:
+    return os.environ.get("MINISPORE_FUSION", "1") not in ("0", "false", "False", "off")
+
+
+def find_groups(graph):
+    """The `_GroupPlan`s fusion would make for `graph` (no subgraphs, nothing compiled)."""
+    grouper = _Grouper(graph)
+    groups = grouper.run()
+    used_outside = _used_outside(graph, grouper)
+    plans = []
+    for g in sorted(groups, key=lambda g: min(g.members)):
+        if any(o.id in used_outside for p in g.members for o in grouper.nodes[p].outputs):
+            plans.append(_GroupPlan(len(plans), g, grouper, used_outside))
+        # (a group whose values nobody reads is dead code: left as it was)
+    return plans, grouper
+
+
+def _used_outside(graph, grouper):
+    """Ids of values read by a node of another group (or no group) or returned by the graph."""
+    out = {o.id for o in graph.outputs if isinstance(o, Value)}
+    for i, node in enumerate(graph.nodes):
+        g = grouper.group_of.get(i)
+        for x in node.inputs:
+            if isinstance(x, Value):
+                p = grouper.producer.get(x.id)
+                if p is not None and grouper.group_of.get(p) is not g:
+                    out.add(x.id)
+    return out
+
+
+def fuse(graph: Graph) -> FusionResult:
+    """Fuse `graph` and its subgraphs (see the module docstring)."""
+    if not fusion_enabled():
+        return FusionResult(graph, [], "MINISPORE_FUSION=0")
+    all_plans = {}                                  # id(graph) -> (plans, grouper)
+    for g in graph.all_graphs():
+        all_plans[id(g)] = find_groups(g)
+    kernels = {}
+    for plans, _ in all_plans.values():
+        for p in plans:
+            kernels[p.symbol] = (p.c_source, declaration(p.symbol, p.spec))
+    if not kernels:
+        return FusionResult(graph, [])
+    try:
+        modules, errors = B.build_each(kernels)
+    except B.NoCompiler as e:
+        _warn_once("nocc", f"jit_level O1/O2: {e}; generated fused kernels cannot be built, so graphs run "
+                           f"unfused (kernel by kernel). Install gcc, or point CC at a C compiler.")
+        return FusionResult(graph, [], f"no C compiler: {e}")
+    failed = []
+    if errors:
+        names = [p.name for plans, _ in all_plans.values() for p in plans if p.symbol in errors]
+        first = next(iter(errors.values())).strip().splitlines()
+        detail = "\n".join(first[-12:])
+        warnings.warn(f"jit_level O1/O2: {len(names)} fused kernel(s) failed to compile and run unfused: "
+                      f"{', '.join(names)}. Compiler output (last lines):\n{detail}", RuntimeWarning, stacklevel=3)
+        failed = names
+    fused = []
+    memo = {}
+
+    def rewrite(g):
+        if id(g) in memo:
+            return memo[id(g)]
+        plans, grouper = all_plans[id(g)]
+        ok = [p for p in plans if p.symbol in modules]
+        new = _rebuild(g, ok, grouper, modules, fused, rewrite)
+        memo[id(g)] = new
+        return new
+
+    return FusionResult(rewrite(graph), fused, None, failed)
+
+
+def _rebuild(graph, plans, grouper, modules, fused, rewrite):
+    """A new Graph with each plan's members replaced by one fused node (see the module docstring)."""
+    nodes = graph.nodes
+    has_sub = any(n.subgraphs() for n in nodes)
+    if not plans and not has_sub:
+        return graph
+    unit_of = {}                                    # node position -> unit index
+    units = []                                      # ("node", pos) | ("group", plan)
+    for plan in plans:
+        u = len(units)
+        units.append(("group", plan))
+        for p in plan.positions:
+            unit_of[p] = u
+    for i in range(len(nodes)):
+        if i not in unit_of:
+            unit_of[i] = len(units)
+            units.append(("node", i))
+    # order: barriers keep their place, and so every node stays in its segment (the run of nodes
+    # between two barriers); inside a segment, a topological sort of the units that prefers the
+    # original order (a group sits where its first member was)
+    seg_of, seg = [], 0
+    for node in nodes:
+        if _is_barrier(node):
+            seg += 1
+            seg_of.append(seg)
+            seg += 1
+        else:
+            seg_of.append(seg)
+    first = [min(u[1].positions) if u[0] == "group" else u[1] for u in units]
+    useg = [seg_of[f] for f in first]
+    deps = [set() for _ in units]
+    users = [set() for _ in units]
+    for i, node in enumerate(nodes):
+        u = unit_of[i]
+        for x in node.inputs:
+            if isinstance(x, Value):
+                p = grouper.producer.get(x.id)
+                if p is not None and unit_of[p] != u and useg[unit_of[p]] == useg[u]:
+                    deps[u].add(unit_of[p])
+    for u, ds in enumerate(deps):
+        for d in ds:
+            users[d].add(u)
+    by_segment: dict = {}
+    for u in range(len(units)):
+        by_segment.setdefault(useg[u], []).append(u)
+    pending = [len(d) for d in deps]
+    order = []
+    for s_id in sorted(by_segment):
+        ready = [(first[u], u) for u in by_segment[s_id] if pending[u] == 0]
+        heapq.heapify(ready)
+        n_before = len(order)
+        while ready:
+            _, u = heapq.heappop(ready)
+            order.append(u)
+            for v in users[u]:
+                pending[v] -= 1
+                if pending[v] == 0:
+                    heapq.heappush(ready, (first[v], v))
+        if len(order) - n_before != len(by_segment[s_id]):
+            raise MinisporeRuntimeError(f"fusion of graph '{graph.name}' made a cycle (a bug in the fusion pass)")
+    _check_barrier_order(units, order, nodes)
+
+    vmap = {}
+
+    def remap(x):
+        return vmap.get(x.id, x) if isinstance(x, Value) else x
+
+    new_nodes = []
+    for u in order:
+        kind, item = units[u]
+        if kind == "node":
+            old = nodes[item]
+            attrs = old.attrs
+            if old.subgraphs():
+                attrs = {k: rewrite(v) if isinstance(v, Graph) else v for k, v in old.attrs.items()}
+            node = Node(old.op, [remap(x) for x in old.inputs], attrs, (), old.multi, old.source)
+            node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
+                                 for k, o in enumerate(old.outputs))
+            for o, n in zip(old.outputs, node.outputs):
+                vmap[o.id] = n
+        else:
+            plan = item
+            prim = FusedPrimitive(plan, modules[plan.symbol])
+            fused.append(prim)
+            multi = len(plan.out_values) > 1
+            node = Node(prim, [remap(x) for x in plan.in_values], {}, (), multi, plan.nodes[-1].source)
+            node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
+                                 for k, o in enumerate(plan.out_values))
+            for o, n in zip(plan.out_values, node.outputs):
+                vmap[o.id] = n
+        new_nodes.append(node)
+    out = Graph(graph.name, graph.params, graph.captures, new_nodes, [remap(o) for o in graph.outputs],
+                graph.source_fn)
+    out.notes = dict(graph.notes)
+    out.notes["fused_from"] = graph
+    return out
+
+
+def _check_barrier_order(units, order, nodes):
+    """Barriers (host calls, control flow, random ops) must keep their relative order."""
+    seen = [units[u][1] for u in order if units[u][0] == "node" and _is_barrier(nodes[units[u][1]])]
+    if seen != sorted(seen):
+        raise MinisporeRuntimeError("fusion reordered side effects (a bug in the fusion pass)")
+
+
+__all__ = ["fuse", "find_groups", "classify", "FusedPrimitive", "FusionResult", "fusion_enabled", "WINDOW"]
