@@ -349,11 +349,13 @@ def _tracers(session, values):
 class _Split:
     """F and B of one lazy subgraph for one pattern of tracked inputs (built once).
 
-    `forward`  F(inputs) -> (outputs, residuals computed inside F)
-    `backward` B(residuals, output cotangents) -> the gradients that exist (absent ones dropped)
-    `sources`  for each residual param of B: ("in", i) - the call's input i (a weight, the layer
-               input: passed straight from the caller instead of being routed through F's
-               outputs) - or ("out", j) - F's output n_out + j
+    `forward`  F(inputs) -> (outputs, residuals saved for B)
+    `backward` B(saved inputs and residuals, output cotangents) -> the gradients that exist
+               (absent ones dropped); views and constants among the residuals are recomputed
+               inside B instead of being saved (memory/remat.py)
+    `sources`  for each B param before the cotangents: ("in", i) - the call's input i (a weight,
+               the layer input: passed straight from the caller) - or ("out", j) - F's output
+               n_out + j
     """
 
     __slots__ = ("forward", "backward", "n_out", "diff_outputs", "present", "sources", "f_avals", "b_avals")
@@ -361,23 +363,16 @@ class _Split:
 
 def _split(tmpl, mask):
     from .autodiff import build_split
+    from .memory.remat import rematerialize
     s = tmpl.splits.get(mask)
     if s is not None:
         return s
     g = tmpl.graph
     split = build_split(g, mask, tuple(False for _ in g.captures))
-    fwd, bwd = split.forward, split.backward
-    param_pos = {p.id: i for i, p in enumerate(fwd.params)}
-    outs = fwd.outputs[:split.n_out]
-    kept, sources = [], []
-    for r in fwd.outputs[split.n_out:]:
-        if isinstance(r, Value) and r.id in param_pos:
-            sources.append(("in", param_pos[r.id]))
-        else:
-            sources.append(("out", len(kept)))
-            kept.append(r)
+    # views and constants among the residuals are recomputed in B, not saved (memory/remat.py)
+    forward, bwd, sources = rematerialize(split.forward, split.backward, split.n_out)
     s = _Split()
-    s.forward = Graph(fwd.name, fwd.params, fwd.captures, fwd.nodes, list(outs) + kept, fwd.source_fn)
+    s.forward = forward
     s.backward = Graph(bwd.name, bwd.params, bwd.captures, bwd.nodes, [o for o in bwd.outputs if o is not None],
                        bwd.source_fn)
     s.f_avals, s.b_avals = tuple(s.forward.output_avals), tuple(s.backward.output_avals)

@@ -20,16 +20,18 @@ def _aval(shape):
 
 
 def diamond():
-    """x -> (matmul a, matmul b) -> add: two independent branches joined by one node."""
+    """x -> (matmul a, matmul b) -> add: two independent branches joined by one node (big enough
+    that a second stream pays for its event)."""
+    N = 256
     b = GraphBuilder("diamond")
-    x = b.param(_aval((64, 64)))
-    y = b.param(_aval((64, 64)))
+    x = b.param(_aval((N, N)))
+    y = b.param(_aval((N, N)))
     mm, add, exp, sin = (get_primitive(n) for n in ("matmul", "add", "exp", "sin"))
-    a = b.add_node(mm, (x, y), {}, _aval((64, 64))).outputs[0]
-    a = b.add_node(exp, (a,), {}, _aval((64, 64))).outputs[0]
-    c = b.add_node(mm, (y, x), {}, _aval((64, 64))).outputs[0]
-    c = b.add_node(sin, (c,), {}, _aval((64, 64))).outputs[0]
-    out = b.add_node(add, (a, c), {}, _aval((64, 64))).outputs[0]
+    a = b.add_node(mm, (x, y), {}, _aval((N, N))).outputs[0]
+    a = b.add_node(exp, (a,), {}, _aval((N, N))).outputs[0]
+    c = b.add_node(mm, (y, x), {}, _aval((N, N))).outputs[0]
+    c = b.add_node(sin, (c,), {}, _aval((N, N))).outputs[0]
+    out = b.add_node(add, (a, c), {}, _aval((N, N))).outputs[0]
     return b.finish([out])
 
 
