@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import os
 import platform
 import statistics
@@ -118,11 +119,11 @@ def timed_compile(make, batch, mode):
     return time.perf_counter() - t0, entry
 
 
-def cold_compile_child(workload, mode):
+def cold_compile_child(workload, mode, threads):
     """--cold: one eager step, then the first compile in this process; prints its ms."""
     _, make, batch = WORKLOADS[workload]
     batch = batch()
-    with bts.threads(1):
+    with bts.threads(1 if threads == "1" else None):
         make()(*batch)
         seconds, _ = timed_compile(make, batch, mode)
     print(f"{seconds * 1e3:.3f}")
@@ -174,12 +175,7 @@ def step_table(modes, iters, warmup, with_torch):
     steps = {"PyNative": step}
     for mode in modes:
         steps[f"jit O0, capture_mode={mode}"] = ms.jit(bg.make_step()[2], capture_mode=mode, jit_level="O0")
-    torch = None
-    if with_torch:
-        try:
-            import torch
-        except ImportError:
-            torch = None
+    torch = sys.modules.get("torch") if with_torch else None      # imported by main()
     if torch is not None:
         tstep = bts.make_torch_llama(cfg, model)
         steps[f"PyTorch {torch.__version__} eager"] = \
@@ -214,11 +210,16 @@ def main(argv=None):
     p.add_argument("--cold", nargs=2, metavar=("WORKLOAD", "MODE"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.cold:
-        return cold_compile_child(*args.cold)
+        return cold_compile_child(*args.cold, args.threads)
     warnings.simplefilter("ignore", RuntimeWarning)       # e.g. "capture_mode='x' is not available yet"
 
     modes = [m for m in MODES if m in registered_capture_modes()]
     missing = [m for m in MODES if m not in modes]
+    if not args.no_torch:
+        try:            # before bts.threads(), which limits the threads of an imported torch only
+            importlib.import_module("torch")
+        except ImportError:
+            pass
     with bts.threads(1 if args.threads == "1" else None):
         ctimes = compile_table(modes, args.repeats, args.threads)
         cfg, model, first, med, torch = step_table(modes, args.iters, args.warmup, not args.no_torch)
@@ -233,7 +234,7 @@ def main(argv=None):
     print(f"## Compile time per capture mode (median of {args.repeats}; cold: the first compile in a fresh "
           f"process, warm: a recompile of the same code)")
     print()
-    print("| training step | capture mode | cold compile ms | / trace | warm compile ms | PyNative step ms "
+    print("| training step | capture mode | cold compile ms | cold / trace | warm compile ms | PyNative step ms "
           "| graphs | nodes | graph breaks |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for what, mode, cold, ratio, warm, eager, n_graphs, n_nodes, n_breaks in ctimes:

@@ -141,7 +141,7 @@ def branches_graph(n_branches=4, depth=3, size=384):
 
 
 def section_streams(args):
-    print("| graph | nodes | 1 stream | 2 streams | speed-up | events | identical |")
+    print("| graph | nodes | 1 stream | 2 streams | speed-up (median, quartiles) | events | identical |")
     print("|---|---|---|---|---|---|---|")
     g, n_in = branches_graph()
     rng = np.random.default_rng(0)
@@ -165,9 +165,18 @@ def section_streams(args):
             one, two = StreamExecutor(graph, n_streams=1), StreamExecutor(graph, n_streams=2)
             r1, r2 = one.run(*inputs), two.run(*inputs)
             same = all(np.array_equal(a, b) for a, b in zip(r1, r2))
-            t1 = _median_time(lambda: one.run(*inputs), args.repeats, warmup=2)
-            t2 = _median_time(lambda: two.run(*inputs), args.repeats, warmup=2)
-            print(f"| {label} | {len(graph.nodes)} | {t1 * 1e3:.2f} ms | {t2 * 1e3:.2f} ms | {t1 / t2:.2f}x | "
+            # interleaved rounds (1 stream, then 2 streams): the machine's load drifts, a ratio
+            # taken within one round is fairer than two medians taken minutes apart
+            t1s, t2s, ratios = [], [], []
+            for _ in range(2):
+                one.run(*inputs), two.run(*inputs)
+            for _ in range(args.repeats * 3):
+                a = _median_time(lambda: one.run(*inputs), 3, warmup=0)
+                b = _median_time(lambda: two.run(*inputs), 3, warmup=0)
+                t1s.append(a), t2s.append(b), ratios.append(a / b)
+            t1, t2, q = statistics.median(t1s), statistics.median(t2s), sorted(ratios)
+            print(f"| {label} | {len(graph.nodes)} | {t1 * 1e3:.2f} ms | {t2 * 1e3:.2f} ms | "
+                  f"{statistics.median(ratios):.2f}x ({q[len(q) // 4]:.2f}-{q[3 * len(q) // 4]:.2f}) | "
                   f"{two.schedule(2).num_events} | {same} |")
 
 

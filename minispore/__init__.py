@@ -26,6 +26,7 @@ from .jit import register_jit_level as _register_jit_level
 from .graph import streams as _streams, o1 as _o1
 _register_jit_level("O0", _streams.StreamExecutor)           # O0 and O1 on one or more streams, and seen by
 _register_jit_level("O1", _streams.with_streams(_o1.O1Executor))    # the Profiler (graph/streams.py)
+_backend_registry.select_from_environment()                 # MINISPORE_DEVICE_TARGET=Ascend (backend/registry.py)
 
 _LAZY = {
     "nn": "minispore.nn",

@@ -50,19 +50,36 @@ def _version(dist: str):
         return None
 
 
-def _backends() -> list:
-    """[{name, current, status}] for the built-in CPU backend and every plugin entry point."""
+def _backends() -> tuple[list, dict]:
+    """([{name, current, status}], {name: info}) for the built-in CPU backend and every plugin entry
+    point; `info` is what a loaded backend's own `info()` says (the Ascend plugin: emulator or CANN)."""
     from .backend import registry
     current = registry.current_backend().name
-    out = []
+    out, details = [], {}
     for name in registry.available_backends():
         try:
             backend = registry.get_backend(name)
             status = f"ok ({type(backend).__module__}.{type(backend).__name__})"
+            try:
+                details[name] = {str(k): _jsonable(v) for k, v in backend.info().items()}
+            except Exception as e:      # noqa: BLE001 - a plugin's info() must not break `minispore info`
+                details[name] = {"info() failed": f"{type(e).__name__}: {e}"}
         except Exception as e:          # noqa: BLE001 - a broken plugin is reported, not fatal
-            status = f"failed to load: {type(e).__name__}: {e}"
+            cause = e.__cause__ if isinstance(e.__cause__, Exception) else e   # the plugin's own error
+            status = f"failed to load: {type(cause).__name__}: {cause}"
         out.append({"name": name, "current": name == current, "status": status})
-    return out
+    return out, details
+
+
+def _jsonable(value):
+    """A plugin's info() value as something json.dumps accepts (falls back to str)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
 
 
 def info_dict() -> dict:
@@ -82,6 +99,7 @@ def info_dict() -> dict:
     except (OSError, ImportError):
         data = {"tinyshakespeare": None}
 
+    backends, backend_info = _backends()
     return {
         "minispore": minispore.__version__,
         "location": minispore.__path__[0],
@@ -94,7 +112,8 @@ def info_dict() -> dict:
         "safetensors": _version("safetensors"),
         "optional": {dist: _version(dist) for dist in OPTIONAL_PACKAGES},
         "dtypes": [str(d) for d in mstype.ALL_DTYPES],
-        "backends": _backends(),
+        "backends": backends,
+        "backend_info": backend_info,
         "primitives": len(PRIMITIVES),
         "data_bytes": data,
     }
@@ -109,7 +128,10 @@ def _format_info(info: dict) -> str:
         extra = OPTIONAL_PACKAGES[dist]
         hint = f" (pip install 'minispore[{extra}]')" if extra else ""
         optional.append(f"{dist} {version}" if version else f"{dist} not installed{hint}")
-    backends = [f"{b['name']}{' (current)' if b['current'] else ''}: {b['status']}" for b in info["backends"]]
+    backends = []
+    for b in info["backends"]:
+        backends.append(f"{b['name']}{' (current)' if b['current'] else ''}: {b['status']}")
+        backends += [f"  {key}: {value}" for key, value in info.get("backend_info", {}).get(b["name"], {}).items()]
     size = info["data_bytes"]["tinyshakespeare"]
     lines = [
         row("minispore", f"{info['minispore']}  ({info['location']})"),

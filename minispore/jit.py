@@ -59,6 +59,8 @@ from .graph.executor import O0Executor
 from .graph.ir import OPAQUE, Value
 from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
+from .graph import compile_cache as _ccache                       # (memory helper) on-disk graph cache
+from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) lazy_inline "front"
 
 CAPTURE_MODES = ("ast", "bytecode", "trace")
 JIT_LEVELS = ("O0", "O1", "O2")
@@ -274,13 +276,20 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     state = StateGuard(state_roots(template, jf._globals))
     capture, mode = get_capture_mode(jf.capture_mode)
     req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)
-    result = capture(req)
-    if not isinstance(result, CaptureResult):
-        raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
-    from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) policy="front"
-    result = _lazy_finish(result)
-    for g in result.graphs:
-        verify(g)
+    # (memory helper) compile cache: a graph stored on disk by an earlier process skips capture
+    cached, ckey = _ccache.load(jf, fn, args, kwargs) if _ccache.enabled() else (None, None)
+    if cached is not None:
+        result = cached                    # checked by the cache (checksums, versions, sources, paths)
+    else:
+        result = capture(req)
+        if not isinstance(result, CaptureResult):
+            raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
+        result = _lazy_finish(result)       # (memory helper) lazy_inline policy="front"
+        for g in result.graphs:
+            verify(g)
+        _ccache.count_capture()
+        if ckey is not None:
+            _ccache.store(jf, fn, args, kwargs, result, ckey)
     executor = None
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)

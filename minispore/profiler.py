@@ -71,8 +71,8 @@ class Profiler:
                  profile_memory=False, **kwargs):
         unknown = sorted(k for k in kwargs if k not in _DEVICE_ONLY_ARGS)
         if unknown:
-            raise OpValueError("Profiler", f"keyword arguments among output_path, op_time, start_profile, "
-                               f"with_stack, profile_memory (or MindSpore's device-only ones)",
+            raise OpValueError("Profiler", "keyword arguments among output_path, op_time, start_profile, "
+                               "with_stack, profile_memory (or MindSpore's device-only ones)",
                                f"unknown {unknown}")
         if not isinstance(output_path, (str, os.PathLike)):
             raise OpTypeError("Profiler", "output_path as a path string", type(output_path).__name__)

@@ -1,70 +1,160 @@
-"""Backend discovery and selection.
+"""Backend discovery, lazy loading and selection.
 
-`set_context(device_target=NAME)` picks a backend. "CPU" is built in; plugins register through the
-entry-point group `minispore.backends` (a callable returning a Backend instance). Selecting a
-backend rebinds every primitive's `kernel` once, so the eager fast path is a single attribute read.
+* **Discovery.** "CPU" is built in. Plugins are found through the entry-point group
+  `minispore.backends`: an installed package declares, in its pyproject.toml,
+
+      [project.entry-points."minispore.backends"]
+      Ascend = "minispore_ascend:AscendBackend"
+
+  whose target is a *factory*: a callable (usually the Backend subclass) that returns a Backend.
+  In-process code (a tutorial, a test) can call `register_backend(name, factory)` instead.
+* **Lazy loading.** Finding a plugin reads only installed metadata; its module is imported and
+  its factory called the first time the backend is selected (or `get_backend(name)` is asked), so
+  an installed plugin costs nothing until used, and a broken one cannot break `import minispore`.
+* **Selection.** `set_context(device_target="Ascend")` in code, or the environment variable
+  `MINISPORE_DEVICE_TARGET=Ascend`, applied when `import minispore` finishes. (MindSpore has no
+  environment variable for this — `device_target` is a context key — so the variable is named after
+  the key.) Selecting a backend rebinds every primitive's `kernel` attribute once, to
+  `backend.kernel_for(prim)`, so the eager fast path stays a single attribute read.
+* **Errors.** Asking for a backend that is not installed raises `BackendUnavailableError` naming
+  what to install (`pip install minispore-ascend`, or `pip install -e plugins/ascend` from a
+  checkout); a plugin whose import fails, or whose factory raises (its native library is missing),
+  raises it too, with the plugin's own reason. An unknown name is an OpValueError listing the known
+  ones. A failed selection leaves the previous backend in place.
+
+Primitives defined after a backend was selected (rare: a late-imported op family) get the backend's
+kernels by `rebind_kernels()`.
 """
 from __future__ import annotations
 
+import os
 from importlib import metadata
 
 from ..common import context
 from ..common.errors import OpValueError
 from ..ops.primitive import PRIMITIVES
-from .base import Backend, CPUBackend
+from .base import Backend, BackendUnavailableError
+from .cpu import CPUBackend
+
+ENTRY_POINT_GROUP = "minispore.backends"
+ENV_VAR = "MINISPORE_DEVICE_TARGET"
+
+# Plugins minispore knows by name, so that a missing one gets an install hint instead of
+# "unknown backend": device_target -> (distribution, path of the plugin in a minispore checkout).
+KNOWN_PLUGINS = {
+    "Ascend": ("minispore-ascend", "plugins/ascend"),
+}
 
 _factories = {"CPU": CPUBackend}
 _instances: dict[str, Backend] = {}
 _current: list[Backend] = []
 
 
-def register_backend(name: str, factory):
-    """Register a backend factory in-process (plugins normally use the entry-point group)."""
+def register_backend(name: str, factory) -> None:
+    """Register a backend factory in-process (installed plugins use the entry-point group).
+
+    Registering a name again replaces the factory and drops the old instance (if it is the current
+    backend, it stays current until the next selection)."""
+    if not isinstance(name, str) or not name:
+        raise OpValueError("register_backend", "a non-empty backend name", repr(name))
+    if not callable(factory):
+        raise OpValueError("register_backend", "a callable factory returning a Backend", repr(factory))
     _factories[name] = factory
+    _instances.pop(name, None)
+
+
+def unregister_backend(name: str) -> None:
+    """Forget an in-process backend (tests). The CPU backend cannot be removed."""
+    if name == "CPU":
+        raise OpValueError("unregister_backend", "a plugin backend name", "'CPU'")
+    _factories.pop(name, None)
     _instances.pop(name, None)
 
 
 def _entry_points():
     try:
-        return list(metadata.entry_points(group="minispore.backends"))
-    except Exception:      # a broken installed distribution must not break import
+        return list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:      # noqa: BLE001 - a broken installed distribution must not break import
         return []
 
 
 def available_backends() -> list[str]:
+    """Names of every backend that can be asked for: built in, registered, or installed (not loaded)."""
     names = set(_factories)
     names.update(ep.name for ep in _entry_points())
     return sorted(names)
 
 
+def loaded_backends() -> list[str]:
+    """Names of the backends already instantiated in this process."""
+    return sorted(_instances)
+
+
+def _install_hint(name: str) -> str:
+    dist, path = KNOWN_PLUGINS[name]
+    return f"Install it with: pip install {dist} (from a minispore checkout: pip install -e {path})"
+
+
+def _load_factory(name: str):
+    factory = _factories.get(name)
+    if factory is not None:
+        return factory
+    for ep in _entry_points():
+        if ep.name == name:
+            dist = getattr(getattr(ep, "dist", None), "name", None) or ep.value
+            try:
+                return ep.load()
+            except Exception as e:          # noqa: BLE001 - reported with what to do about it
+                raise BackendUnavailableError(
+                    name, f"its plugin ({dist}, entry point {ep.value}) failed to import: "
+                          f"{type(e).__name__}: {e}",
+                    hint="reinstall the plugin or run `minispore info` for details") from e
+    if name in KNOWN_PLUGINS:
+        raise BackendUnavailableError(name, "its plugin is not installed", hint=_install_hint(name))
+    raise OpValueError("set_context", f"device_target in {available_backends()} (plugins add names through "
+                       f"the '{ENTRY_POINT_GROUP}' entry-point group)", repr(name))
+
+
 def get_backend(name: str | None = None) -> Backend:
+    """The backend called `name` (loading it on first use), or the current one if `name` is None."""
     if name is None:
         return _current[0]
-    if name not in _instances:
-        factory = _factories.get(name)
-        if factory is None:
-            for ep in _entry_points():
-                if ep.name == name:
-                    factory = ep.load()
-                    break
-        if factory is None:
-            raise OpValueError("set_context", f"device_target in {available_backends()}", repr(name))
-        _instances[name] = factory()
-    return _instances[name]
+    backend = _instances.get(name)
+    if backend is not None:
+        return backend
+    if not isinstance(name, str):
+        raise OpValueError("set_context", "device_target as a string such as 'CPU'", repr(name))
+    factory = _load_factory(name)
+    try:
+        backend = factory()
+    except BackendUnavailableError:
+        raise                                # the plugin's own, precise message
+    except Exception as e:                   # noqa: BLE001 - any other failure is reported clearly
+        raise BackendUnavailableError(name, f"its factory {getattr(factory, '__name__', factory)!s} "
+                                            f"failed: {type(e).__name__}: {e}") from e
+    if not isinstance(backend, Backend):
+        raise BackendUnavailableError(name, f"its factory returned {type(backend).__name__}, not a "
+                                            "minispore.backend.Backend")
+    if not backend.name or backend.name == "base":
+        backend.name = name
+    _instances[name] = backend
+    return backend
 
 
 def current_backend() -> Backend:
     return _current[0]
 
 
-def rebind_kernels():
-    """Point every primitive at the current backend's kernel (call after defining new primitives)."""
+def rebind_kernels() -> None:
+    """Point every primitive at the current backend's kernel (call after defining new primitives,
+    or after changing a backend's kernel tables)."""
     b = _current[0]
     for p in PRIMITIVES.values():
         p.kernel = b.kernel_for(p)
 
 
-def use_backend(name: str):
+def use_backend(name: str) -> Backend:
+    """Make `name` the current backend (what `set_context(device_target=name)` does)."""
     b = get_backend(name)
     _current[:] = [b]
     rebind_kernels()
@@ -77,5 +167,17 @@ def _on_change(key, value):
         use_backend(value)
 
 
+def select_from_environment() -> None:
+    """Apply MINISPORE_DEVICE_TARGET (called once, at the end of `import minispore`)."""
+    target = os.environ.get(ENV_VAR, "").strip()
+    if target and target != _current[0].name:
+        context.set_context(device_target=target)
+
+
 _current.append(CPUBackend())
 _instances["CPU"] = _current[0]
+
+
+__all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "KNOWN_PLUGINS", "register_backend", "unregister_backend",
+           "available_backends", "loaded_backends", "get_backend", "current_backend", "rebind_kernels",
+           "use_backend", "select_from_environment"]

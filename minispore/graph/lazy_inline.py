@@ -146,9 +146,10 @@ class _Layout:
     the first cell with these attribute names and value types, then applied with C-level getters
     to every other cell of that layout (a model's layers all share a handful of layouts)."""
 
-    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys")
+    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys", "has_bprop")
 
-    def __init__(self, d):
+    def __init__(self, d, cls):
+        self.has_bprop = hasattr(cls, "bprop")
         scalars, dtypes, tensors = [], [], []
         for k, v in d.items():
             tv = type(v)
@@ -180,13 +181,12 @@ def _describe(cell):
         d = c.__dict__
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
             return False
-        tc = type(c)
-        if hasattr(tc, "bprop"):
-            return False
-        lkey = (tc, tuple(d), tuple(map(type, d.values())))
+        lkey = (type(c), tuple(d), tuple(map(type, d.values())))
         lay = _layouts.get(lkey)
         if lay is None:
-            lay = _layouts[lkey] = _Layout(d)
+            lay = _layouts[lkey] = _Layout(d, type(c))
+        if lay.has_bprop:
+            return False
         sig.append(lkey)
         sig.append(lay.scalar_get(d))
         for k in lay.dtype_keys:
@@ -242,8 +242,9 @@ def _reuse_key(cell, template, leaves, structure, own):
         consts = _const_key(template)
     except _NotConstant:
         return None
-    avals = tuple([(t.shape, t.dtype) for t in leaves])
-    owned = tuple([(t.shape, t.dtype) for _, t in own])
+    # storage shape/dtype (an ndarray, or a tracer's SymbolicArray): cheaper than Tensor.shape
+    avals = tuple([(t._data.shape, t._data.dtype) for t in leaves])
+    owned = tuple([(t._data.shape, t._data.dtype) for _, t in own])
     return (structure, consts, avals, owned)
 
 

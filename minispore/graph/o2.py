@@ -77,7 +77,8 @@ class _Source:
 
     def __init__(self):
         self.lines: list[str] = []
-        self.ns: dict = {"_nd": np.ndarray, "_truth": _truth, "_copyto": np.copyto}
+        self.ns: dict = {"_nd": np.ndarray, "_truth": _truth, "_copyto": np.copyto, "_empty": np.empty,
+                         "_cc": np.ascontiguousarray}
         self.line_node: dict[int, int] = {}
 
     def bind(self, name, obj):
@@ -115,6 +116,7 @@ class O2Executor:
         self.memory_plan = None
         self.arena = None
         self._subs: list = []
+        self._planned: set = set()          # local names whose value is always their arena view
         self._generate()
 
     # -- code generation -------------------------------------------------------------------------------
@@ -167,7 +169,7 @@ class O2Executor:
             if node.is_primitive:
                 self._emit_primitive(src, i, node, args, outs, plan)
             else:
-                self._emit_structural(src, i, node, args, outs)
+                self._emit_structural(src, i, node, args, outs, plan)
             dead = [names[v.id] for v in frees[i]]
             if dead:
                 src.emit(f"del {', '.join(dead)}")
@@ -199,34 +201,72 @@ class O2Executor:
         prim = node.op
         lhs = outs[0] if len(outs) == 1 and not node.multi else ", ".join(outs) + ","
         if isinstance(prim, FusedPrimitive):
-            if plan is not None and all(o.id in plan.offsets for o in node.outputs):
-                # write straight into the planned buffers
-                bufs = [src.bind(f"_b_{n}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
-                        for n, o in zip(outs, node.outputs)]
-                into = src.bind(f"_ki{i}", _into_wrapper(prim))
-                src.emit(f"{into}({', '.join(bufs + args)})  # {prim.name}", i)
-                src.emit(f"{lhs} = {', '.join(bufs)}{',' if len(bufs) > 1 or node.multi else ''}", i)
-                return
-            k = src.bind(f"_k{i}", prim.kernel)
-            src.emit(f"{lhs} = {k}({', '.join(args)})  # {prim.name}", i)
-            self._emit_store(src, i, node, outs, plan)
+            self._emit_fused(src, i, node, args, outs, plan)
             return
         k = src.bind(f"_k{i}", prim.kernel)
-        kw = [f"{a}={src.const(f'_a{i}_{a}', v)}" for a, v in node.attrs.items()]
-        call = f"{k}({', '.join(args + kw)})"
-        if (plan is not None and isinstance(prim.kernel, np.ufunc) and prim.kernel.nout == 1 and not node.attrs
-                and len(outs) == 1 and not node.multi and node.outputs[0].id in plan.offsets):
-            o = node.outputs[0]
-            buf = src.bind(f"_b_{outs[0]}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
-            src.emit(f"{k}({', '.join(args)}, out={buf}, casting='unsafe')  # {prim.name}", i)
+        owned = plan is not None and len(outs) == 1 and not node.multi and node.outputs[0].id in plan.offsets
+        if owned and not node.attrs and (isinstance(prim.kernel, np.ufunc) and prim.kernel.nout == 1
+                                         or prim.name == "matmul" and prim.kernel is prim.impl):
+            # the kernel writes straight into the planned buffer: a NumPy ufunc, or matmul
+            buf = self._buffer(src, outs[0], node.outputs[0], plan)
+            if isinstance(prim.kernel, np.ufunc):
+                src.emit(f"{k}({', '.join(args)}, out={buf}, casting='unsafe')  # {prim.name}", i)
+            else:
+                src.emit(f"{src.bind('_matmul_into', _matmul_into)}({', '.join(args)}, {buf})  # {prim.name}", i)
             src.emit(f"{outs[0]} = {buf}", i)
             return
-        src.emit(f"{lhs} = {call}  # {prim.name}", i)
+        kw = [f"{a}={src.const(f'_a{i}_{a}', v)}" for a, v in node.attrs.items()]
+        src.emit(f"{lhs} = {k}({', '.join(args + kw)})  # {prim.name}", i)
         for j, o in enumerate(node.outputs):
             d = src.bind(f"_d_{outs[j]}", o.aval.dtype.np)
             src.emit(f"if {outs[j]}.__class__ is not _nd or {outs[j]}.dtype is not {d}: "
                      f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
         self._emit_store(src, i, node, outs, plan)
+
+    def _buffer(self, src, name, value, plan):
+        """The name of `value`'s planned arena view (and `_p_<name>`: its C pointer, made once)."""
+        view = self.arena.view(plan.offsets[value.id], value.aval.shape, value.aval.dtype.np)
+        self._planned.add(name)
+        src.bind(f"_p_{name}", _ffi().from_buffer(view))
+        return src.bind(f"_b_{name}", view)
+
+    def _emit_fused(self, src, i, node, args, outs, plan):
+        """A fused node, inlined: the C kernel called on pointers. Outputs are fresh arrays, or - in
+        arena mode - their planned buffers, whose pointers (like those of every input that lives in
+        the arena) were taken once, at compile time. Other inputs get `from_buffer` (made contiguous
+        first if they are a strided view) and a byte-size check; see fusion._make_wrapper."""
+        prim = node.op
+        fb = src.bind(f"_fb{i}", prim.module.ffi.from_buffer)      # the kernel's own FFI: the fastest path
+        f = src.bind(f"_f{i}", prim._fn)
+        in_ptrs, runtime = [], []
+        for j, (a, x, spec) in enumerate(zip(args, node.inputs, prim.spec.inputs)):
+            if a in self._planned:
+                in_ptrs.append(f"_p_{a}")
+            else:
+                t = f"_t{j}"
+                runtime.append((t, a, spec))
+                in_ptrs.append(t)
+        out_ptrs = []
+        for name, o in zip(outs, node.outputs):
+            if plan is not None and o.id in plan.offsets:
+                buf = self._buffer(src, name, o, plan)
+                src.emit(f"{name} = {buf}", i)
+                out_ptrs.append(f"_p_{name}")
+            else:
+                src.emit(f"{name} = _empty({src.bind(f'_s_{name}', o.aval.shape)}, "
+                         f"{src.bind(f'_d_{name}', o.aval.dtype.np)})", i)
+                out_ptrs.append(f"{fb}({name})")
+        if runtime:
+            ts = ", ".join(t for t, _, _ in runtime)
+            src.emit("try:", i)
+            src.emit(f"{ts}, = {', '.join(f'{fb}({a})' for _, a, _ in runtime)},", i, indent=2)
+            src.emit("except (ValueError, TypeError):", i)
+            fixed = ", ".join(f"{fb}(_cc({a}, {src.bind(f'_di{i}_{t}', spec.ctype.dtype.np)}))" for t, a, spec in runtime)
+            src.emit(f"{ts}, = {fixed},", i, indent=2)
+            checks = " or ".join(f"len({t}) != {int(np.prod(spec.shape)) * spec.ctype.dtype.itemsize}"
+                                 for t, _, spec in runtime)
+            src.emit(f"if {checks}: {src.bind(f'_bad{i}', _BadInput(prim))}({', '.join(args)})", i)
+        src.emit(f"{f}({', '.join(out_ptrs + in_ptrs)})  # {prim.name}", i)
 
     def _emit_store(self, src, i, node, outs, plan):
         """Arena mode: copy a kernel's heap result into its planned buffer (views stay views)."""
@@ -235,10 +275,10 @@ class O2Executor:
         for j, o in enumerate(node.outputs):
             if o.aval is OPAQUE or o.id not in plan.offsets:
                 continue
-            buf = src.bind(f"_b_{outs[j]}", self.arena.view(plan.offsets[o.id], o.aval.shape, o.aval.dtype.np))
+            buf = self._buffer(src, outs[j], o, plan)
             src.emit(f"_copyto({buf}, {outs[j]}, casting='unsafe'); {outs[j]} = {buf}", i)
 
-    def _emit_structural(self, src, i, node, args, outs):
+    def _emit_structural(self, src, i, node, args, outs, plan):
         op = node.op
         lhs = ", ".join(outs) + ","
         if op is HOST_CALL:
@@ -266,6 +306,7 @@ class O2Executor:
         for j, o in enumerate(node.outputs):
             if o.aval is not OPAQUE:
                 src.emit(f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
+        self._emit_store(src, i, node, outs, plan)
 
     def _sub(self, graph):
         ex = O2Executor(graph, arena=False, fuse_graph=False)     # already fused with this graph
@@ -329,23 +370,39 @@ class _HostCall:
         return tuple(r._data if isinstance(r, Tensor) else r for r in results)
 
 
-def _into_wrapper(prim):
-    """`kernel_into(*outputs, *inputs)`: the fused C kernel writing into given (planned) buffers."""
-    fb, fn, spec, n_out = prim.module.ffi.from_buffer, prim._fn, prim.spec, len(prim.out_values)
+_FFI = []
 
-    def into(*bufs):
-        outs, ins = bufs[:n_out], bufs[n_out:]
-        try:
-            ptrs = [fb(a) for a in ins]
-        except (ValueError, TypeError):
-            ins = [np.ascontiguousarray(a, dtype=s.ctype.dtype.np) for a, s in zip(ins, spec.inputs)]
-            ptrs = [fb(a) for a in ins]
-        for p, s in zip(ptrs, spec.inputs):
-            if len(p) != int(np.prod(s.shape)) * s.ctype.dtype.itemsize:
-                from .passes.fusion import _bad_input
-                _bad_input(prim, ins)
-        fn(*[fb(o) for o in outs], *ptrs)
-    return into
+
+def _ffi():
+    """One cffi FFI for `from_buffer` (a `char[]` over an array's bytes converts to any kernel's
+    `void *` argument, whichever module the kernel lives in)."""
+    if not _FFI:
+        import cffi
+        _FFI.append(cffi.FFI())
+    return _FFI[0]
+
+
+class _BadInput:
+    """Raises the fused kernel's wrong-input-size error (see fusion._bad_input)."""
+
+    __slots__ = ("prim",)
+
+    def __init__(self, prim):
+        self.prim = prim
+
+    def __call__(self, *arrays):
+        from .passes.fusion import _bad_input
+        _bad_input(self.prim, arrays)
+
+
+def _matmul_into(a, b, out):
+    """matmul writing into a planned buffer: NumPy's own `out=` when the dtypes agree (the same BLAS
+    call as the kernel's), else the kernel's result copied in."""
+    if a.dtype == out.dtype and b.dtype == out.dtype and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
+        np.matmul(a, b, out=out)
+    else:
+        from ..ops.primitive import get_primitive
+        np.copyto(out, get_primitive("matmul").kernel(a, b), casting="unsafe")
 
 
 def _register():

@@ -5,8 +5,9 @@ run one after another, kernels on different streams may overlap, and an *event* 
 kernel on one stream lets another stream wait for it. MindSpore 2.3's O0/O1 use this to overlap
 communication with computation. On the CPU backend a stream is a worker thread: NumPy releases
 the GIL inside its kernels (BLAS matmuls, large ufunc loops), so two threads really compute at
-once. Results are bit-for-bit those of one stream: every kernel is deterministic and reads the
-same inputs; only *when* it runs changes.
+once. Results are bit-for-bit those of one stream with the same BLAS thread count (see
+`blas_limit`): every kernel is deterministic and reads the same inputs; only *when* it runs
+changes.
 
 Three pieces:
 
@@ -15,9 +16,10 @@ Three pieces:
    and bytes, dryrun/costs.py); its *rank* is the longest cost path from it to the end of the
    graph. Repeatedly take the ready node of highest rank and put it on the stream where it can
    start earliest (a stream is free when its last kernel ends; waiting on another stream's result
-   costs a small event latency, so a node tends to stay with its producer). Host calls,
-   control-flow nodes and random ops keep program order (they have side effects: a host call may
-   rebind parameters, random ops draw from one generator), and run on stream 0.
+   costs a small event latency, so a node tends to stay with its producer). Host calls and
+   control-flow nodes are barriers that keep their place in program order and run on stream 0
+   (a host call may rebind parameters); random ops keep program order among themselves (they
+   draw from one generator, so seeded runs give the numbers of one stream).
 2. **Events** (`StreamSchedule.waits`): a node waits for a producer on another stream only if no
    earlier node of its own stream already waited for that producer or a later node of that
    stream (streams run in order, so the later wait implies the earlier one). The printout
@@ -25,6 +27,8 @@ Three pieces:
 3. **The executor** (`StreamExecutor`, the O0 executor registered with jit): stream 0 runs on the
    calling thread, streams 1.. on pool threads; a node waits for its events, runs its kernel,
    records its own event. A buffer is freed when its last reader - on any stream - is done.
+   During the run NumPy's BLAS gets cores / streams threads per stream (threadpoolctl), so the
+   streams do not oversubscribe the cores.
 
 Enabling it (MindSpore spells this `MS_DEV_RUNTIME_CONF="multi_stream:..."`):
 
@@ -151,11 +155,16 @@ _RANDOM_OPS = frozenset({"dropout", "uniform", "normal", "multinomial", "bernoul
                          "rand", "random_choice"})
 
 
-def _ordered(node) -> bool:
-    """Nodes that must keep program order: side effects (host calls, random draws) and control flow."""
-    if not node.is_primitive:
-        return True
-    return node.op.name in _RANDOM_OPS
+def _barrier(node) -> bool:
+    """Host calls and control flow keep their place in program order against EVERY node: a host
+    call may run arbitrary Python (an optimizer rebinding a Parameter's storage)."""
+    return not node.is_primitive
+
+
+def _random(node) -> bool:
+    """Random ops keep program order among themselves: they draw from one generator, so the order
+    of the draws - not the stream - decides the numbers."""
+    return node.is_primitive and node.op.name in _RANDOM_OPS
 
 
 def _estimate_costs(graph):
@@ -185,6 +194,7 @@ class StreamSchedule:
 
     def __init__(self, graph, n_streams, stream_of, queues, waits, order, deps, costs, makespan):
         self.graph = graph
+        self._index = {id(node): i for i, node in enumerate(graph.nodes)}
         self.n_streams = n_streams
         self.stream_of = stream_of
         self.queues = queues
@@ -242,19 +252,23 @@ def schedule_streams(graph, n_streams: int, costs=None) -> StreamSchedule:
 
     # dependencies: data, plus program order around side-effecting nodes
     deps = [set() for _ in range(n)]
-    last_ordered = None
-    since_ordered = []                     # nodes issued after the last ordered node
+    last_barrier = last_random = None
+    since_barrier = []                     # nodes issued after the last barrier
     for i, node in enumerate(nodes):
         for x in node.inputs:
             if isinstance(x, Value) and x.kind == "node":
                 deps[i].add(index[id(x.producer[0])])
-        if last_ordered is not None:
-            deps[i].add(last_ordered)      # nothing moves above a side effect ...
-        if _ordered(node):
-            deps[i].update(since_ordered)  # ... and a side effect waits for everything before it
-            last_ordered, since_ordered = i, []
+        if last_barrier is not None:
+            deps[i].add(last_barrier)      # nothing moves above a barrier ...
+        if _barrier(node):
+            deps[i].update(since_barrier)  # ... and a barrier waits for everything before it
+            last_barrier, since_barrier = i, []
         else:
-            since_ordered.append(i)
+            since_barrier.append(i)
+        if _random(node):
+            if last_random is not None:
+                deps[i].add(last_random)   # random draws in program order
+            last_random = i
     succs = [[] for _ in range(n)]
     for i in range(n):
         for d in deps[i]:
@@ -275,7 +289,7 @@ def schedule_streams(graph, n_streams: int, costs=None) -> StreamSchedule:
     heapq.heapify(ready)
     while ready:
         _, i = heapq.heappop(ready)
-        if n_streams == 1 or _ordered(nodes[i]):
+        if n_streams == 1 or _barrier(nodes[i]):
             candidates = (0,)
         else:
             candidates = range(n_streams)
@@ -321,9 +335,7 @@ def schedule_streams(graph, n_streams: int, costs=None) -> StreamSchedule:
                     synced[s][t] = p
     # (synchronisation through a third stream is not tracked: the rule never drops a needed wait,
     # it may keep a redundant one)
-    sched = StreamSchedule(graph, n_streams, stream_of, queues, waits, order, deps, costs, max(finish, default=0.0))
-    sched._index = index
-    return sched
+    return StreamSchedule(graph, n_streams, stream_of, queues, waits, order, deps, costs, max(finish, default=0.0))
 
 
 # -- the executor ---------------------------------------------------------------------------------------
@@ -341,6 +353,30 @@ def _workers(n):
             pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minispore-stream")
             _pool[0], _pool[1] = pool, n
         return pool
+
+
+_blas = [None]                   # threadpoolctl's controller, made on first use (NumPy is loaded by then)
+
+
+def blas_limit(n_streams):
+    """A context manager giving NumPy's BLAS cores / n_streams threads (what each stream gets during
+    a multi-stream run). BLAS otherwise starts as many threads as cores in EVERY stream;
+    oversubscribed BLAS threads spin waiting for each other and a matmul can get ten times slower.
+
+    A BLAS's thread count can change the order of its floating-point sums, so compare a
+    multi-stream run bit for bit with a one-stream run made inside `blas_limit(n_streams)`."""
+    import contextlib
+    try:
+        if _blas[0] is None:
+            from threadpoolctl import ThreadpoolController
+            _blas[0] = ThreadpoolController()
+        per_stream = max(1, (os.cpu_count() or 1) // n_streams)
+        libs = _blas[0].select(user_api="blas")
+        if any(lib.num_threads > per_stream for lib in libs.lib_controllers):
+            return libs.limit(limits=per_stream)
+    except Exception:                   # noqa: BLE001 - threadpoolctl missing or unusable: run as is
+        pass
+    return contextlib.nullcontext()
 
 
 class _Abort(Exception):
@@ -461,13 +497,15 @@ class MultiStreamMixin:
                     ev.set()
 
         t_run = time.perf_counter_ns() if sink is not None else 0
-        futures = []
         if sched.n_streams > 1:
-            pool = _workers(sched.n_streams - 1)
-            futures = [pool.submit(run_stream, s) for s in range(1, sched.n_streams)]
-        run_stream(0)
-        for f in futures:
-            f.result()
+            with blas_limit(sched.n_streams):
+                pool = _workers(sched.n_streams - 1)
+                futures = [pool.submit(run_stream, s) for s in range(1, sched.n_streams)]
+                run_stream(0)
+                for f in futures:
+                    f.result()
+        else:
+            run_stream(0)
         if sink is not None:
             sink.record(graph_name, "graph_run", 0, t_run, time.perf_counter_ns(),
                         {"streams": sched.n_streams, "nodes": len(steps)})
@@ -489,5 +527,5 @@ def with_streams(executor_cls):
                 {"__doc__": f"{executor_cls.__name__} on one or more streams (graph/streams.py)."})
 
 
-__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
+__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "blas_limit", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
            "multi_stream", "profiling_sink", "set_profiling_sink", "EVENT_COST_S"]

@@ -221,6 +221,9 @@ def test_device_lookup_and_custom_profile(tmp_path):
         dev.get_device("tpu-v9")
     custom = DeviceProfile(name="toy", display_name="Toy", memory_bytes=2 ** 20, usable_bytes=2 ** 20, mem_bw=1e9,
                            matmul_flops={"float32": 1e9}, vector_flops={"float32": 1e9}, launch_s=0.0)
+    with pytest.raises(OpValueError, match="DeviceProfile"):
+        DeviceProfile(name="bad", display_name="Bad", memory_bytes=1, usable_bytes=1, mem_bw=1e9,
+                      matmul_flops={}, vector_flops={"float32": 1e9}, launch_s=0.0)
     path = tmp_path / "toy.json"
     path.write_text(json.dumps(custom.to_dict()))
     assert dev.load_profile(path) == custom
@@ -303,3 +306,34 @@ def test_o1_fusion_keeps_flops_cuts_bytes_and_its_peak_is_measured():
     assert ex.arena.high_water == o1.arena_bytes
     with pytest.raises(OpValueError, match="jit_level"):
         dryrun(model.loss, spec, spec, device="h100", jit_level="O2")
+
+
+def test_lazy_inline_calls_are_costed_and_planned_like_the_inlined_model():
+    """A @lazy_inline block is one CALL node per layer: its FLOPs are its callee's, and the callee's
+    arena is a workspace of the call, exactly as the arena executor runs it."""
+    from minispore.llm import model as llama_model
+
+    class LazyBlock(llama_model.TransformerBlock):
+        @ms.lazy_inline
+        def __init__(self, cfg):
+            super().__init__(cfg)
+
+    cfg = LlamaConfig(vocab_size=65, dim=32, n_layers=3, n_heads=4, max_seq_len=16)
+    saved = llama_model.TransformerBlock
+    llama_model.TransformerBlock = LazyBlock
+    try:
+        ms.set_seed(0)
+        lazy = Llama(cfg)
+    finally:
+        llama_model.TransformerBlock = saved
+    ms.set_seed(0)
+    plain = Llama(cfg)
+    spec = ((2, 16), ms.int64)
+    r_lazy = dryrun(lazy.loss, spec, spec, train=True, optimizer=None, device="h100")
+    r_plain = dryrun(plain.loss, spec, spec, train=True, optimizer=None, device="h100")
+    assert sum(1 for n in r_lazy.graph.nodes if n.op.name == "Call") >= cfg.n_layers
+    assert r_lazy.total_flops == r_plain.total_flops and r_lazy.matmul_flops == r_plain.matmul_flops
+    ex = O0Executor(r_lazy.graph, arena=True)
+    toks = np.random.default_rng(0).integers(0, 65, (2, 16))
+    ex.run(toks, toks)
+    assert ex.arena.high_water == r_lazy.arena_bytes

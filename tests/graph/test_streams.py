@@ -1,10 +1,10 @@
 """Multi-stream O0: the schedule respects every dependency, events are where branches join, and
-results are bit-for-bit those of one stream (oracle: the single-stream O0 executor)."""
+results are bit-for-bit those of one stream (oracle: the single-stream O0 executor, with the
+BLAS thread count each stream gets: a BLAS's thread count may change its rounding)."""
 import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import ops
 from minispore.common.errors import MinisporeError, OpValueError
 from minispore.graph import streams
 from minispore.graph.executor import O0Executor
@@ -105,8 +105,9 @@ def test_results_equal_single_stream(seed):
     g = random_dag(seed, 60)
     rng = np.random.default_rng(seed)
     xs = [rng.standard_normal((8, 8)).astype(np.float32) for _ in range(3)]
-    want = O0Executor(g).run(*xs)
     for n in (2, 3):
+        with streams.blas_limit(n):
+            want = O0Executor(g).run(*xs)
         got = StreamExecutor(g, n_streams=n).run(*xs)
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
@@ -140,7 +141,8 @@ def test_jit_graph_with_autodiff_and_dropout_same_results():
 
     t = ms.Tensor(np.random.default_rng(0).integers(0, 65, (2, 16)))
     ms.set_seed(1)
-    loss1, g1 = step(t)
+    with streams.blas_limit(2):
+        loss1, g1 = step(t)
     exe = step.compile(t).executor
     assert isinstance(exe, StreamExecutor)
     assert any(n.op.name == "dropout" for n in exe.graph.nodes)
@@ -191,3 +193,28 @@ def test_configuration(monkeypatch):
         set_multi_stream(0)
     with pytest.raises(OpValueError, match="schedule_streams"):
         schedule_streams(diamond(), 0)
+
+
+def test_random_ops_keep_their_order_but_are_not_barriers():
+    """Two dropout branches beside a matmul: the dropouts stay in program order (one generator),
+    the matmul may run beside them; seeded results equal one stream's."""
+    b = GraphBuilder("drops")
+    x = b.param(_aval((256, 256)))
+    drop, mm, add = get_primitive("dropout"), get_primitive("matmul"), get_primitive("add")
+    mask = AbstractTensor((256, 256), ms.bool_)
+    d1 = b.add_node(drop, (x, 0.5, None), {}, (_aval((256, 256)), mask)).outputs[0]
+    m = b.add_node(mm, (x, x), {}, _aval((256, 256))).outputs[0]
+    d2 = b.add_node(drop, (x, 0.5, None), {}, (_aval((256, 256)), mask)).outputs[0]
+    s1 = b.add_node(add, (d1, d2), {}, _aval((256, 256))).outputs[0]
+    out = b.add_node(add, (s1, m), {}, _aval((256, 256))).outputs[0]
+    g = b.finish([out])
+    sched = schedule_streams(g, 2)
+    assert 0 in happens_before(sched)[2]               # the second draw after the first
+    assert sched.stream_of[1] != sched.stream_of[0]    # the matmul beside the draws
+    xs = np.random.default_rng(0).standard_normal((256, 256)).astype(np.float32)
+    ms.set_seed(7)
+    with streams.blas_limit(2):                        # the BLAS threads each of 2 streams gets
+        want = O0Executor(g).run(xs)[0]
+    ms.set_seed(7)
+    got = StreamExecutor(g, n_streams=2).run(xs)[0]
+    np.testing.assert_array_equal(got, want)

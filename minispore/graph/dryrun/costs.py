@@ -132,6 +132,11 @@ class NodeCost:
     bytes_read: int
     bytes_written: int
     kind: str
+    matmul_flops: int = -1        # FLOPs done by the matrix unit (-1: all of them if kind is 'matmul')
+
+    def __post_init__(self):
+        if self.matmul_flops < 0:
+            self.matmul_flops = self.flops if self.kind == "matmul" else 0
 
     @property
     def bytes(self) -> int:
@@ -169,7 +174,8 @@ def node_cost(node, consumers=None) -> NodeCost:
             parts = graph_costs(node.attrs["graph"])
             flops = sum(c.flops for c in parts)
             kind = "matmul" if any(c.kind == "matmul" for c in parts) else "vector"
-            return NodeCost(flops, sum(c.bytes_read for c in parts), sum(c.bytes_written for c in parts), kind)
+            return NodeCost(flops, sum(c.bytes_read for c in parts), sum(c.bytes_written for c in parts), kind,
+                            sum(c.matmul_flops for c in parts))
         return NodeCost(0, 0, 0, "host")   # host calls, If/While: not modelled
     name = node.op.name
     ins = [_aval_of(x) for x in node.inputs]

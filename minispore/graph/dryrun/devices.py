@@ -59,6 +59,19 @@ class DeviceProfile:
     sources: list = field(default_factory=list)
     calibrated: bool = False               # measured on this machine (cpu) rather than quoted
 
+    def __post_init__(self):
+        for what, table in (("matmul_flops", self.matmul_flops), ("vector_flops", self.vector_flops)):
+            if not isinstance(table, dict) or not table or not all(
+                    isinstance(v, (int, float)) and v > 0 for v in table.values()):
+                raise OpValueError("DeviceProfile", f"{what} as a non-empty {{dtype name: FLOP/s > 0}} dict",
+                                   repr(table))
+        for what in ("mem_bw", "usable_bytes", "memory_bytes"):
+            v = getattr(self, what)
+            if not isinstance(v, (int, float)) or v <= 0:
+                raise OpValueError("DeviceProfile", f"{what} > 0", repr(v))
+        if not isinstance(self.launch_s, (int, float)) or self.launch_s < 0:
+            raise OpValueError("DeviceProfile", "launch_s >= 0", repr(self.launch_s))
+
     def peak_flops(self, kind: str, dtype_name: str) -> float:
         table = self.matmul_flops if kind == "matmul" else self.vector_flops
         if dtype_name in table:
@@ -89,7 +102,7 @@ class DeviceProfile:
         mm = self.matmul_flops
         bf = mm.get("bfloat16") or mm.get("float16")
         peak = f"{bf / 1e12:.1f} TFLOP/s bf16/fp16, " if bf else ""
-        return (f"{self.display_name}: {peak}{mm['float32'] / 1e12:.2f} TFLOP/s fp32 matmul, "
+        return (f"{self.display_name}: {peak}{self.peak_flops('matmul', 'float32') / 1e12:.2f} TFLOP/s fp32 matmul, "
                 f"{self.mem_bw / 1e9:.0f} GB/s, {self.usable_bytes / GiB:.1f} GiB usable"
                 f"{' (measured here)' if self.calibrated else ''}")
 

@@ -50,7 +50,7 @@ def plot_timeline(report, path=None, ax=None):
     ax.set_title(f"DryRun memory timeline: {report.name} on {report.device.display_name}", fontsize=10)
     ax.set_xlim(0, max(len(steps) - 1, 1))
     ax.set_ylim(0, None)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower left", fontsize=8, framealpha=0.92)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)

@@ -46,6 +46,7 @@ class NodeRecord:
     out_bytes: int             # bytes the node's outputs own (0 for views and in-place updates)
     flops: int
     bytes_moved: int
+    matmul_flops: int          # the part of `flops` done in matrix products
     kind: str                  # matmul / vector / view / host
     time_s: float              # roofline time on the device
     bound: str                 # "compute" or "memory" (which side of the roofline)
@@ -162,10 +163,10 @@ class DryRunReport:
                 index=i, op=node.op.name, phase=cap.phase_of(i), source=_short_source(node),
                 shapes=", ".join(_shape_str(o.aval) for o in node.outputs),
                 out_bytes=sum(owned.get(o.id, 0) for o in node.outputs), flops=c.flops, bytes_moved=c.bytes,
-                kind=c.kind, time_s=t, bound="compute" if compute >= memory else "memory",
+                matmul_flops=c.matmul_flops, kind=c.kind, time_s=t, bound="compute" if compute >= memory else "memory",
                 live_bytes=self.timeline[i] if i < len(self.timeline) else self.static_bytes))
         self.total_flops = sum(n.flops for n in self.nodes)
-        self.matmul_flops = sum(n.flops for n in self.nodes if n.kind == "matmul")
+        self.matmul_flops = sum(n.matmul_flops for n in self.nodes)
         self.bytes_moved = sum(n.bytes_moved for n in self.nodes)
         self.step_time_s = sum(n.time_s for n in self.nodes)
         kernels = sum(1 for n in self.nodes if n.kind in ("matmul", "vector"))

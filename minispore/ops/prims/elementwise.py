@@ -455,8 +455,9 @@ def select_kernel(c, x, y):
     payloads, -0.0 and infinities included). Everything else (scalars, mixed dtypes, 1-byte
     dtypes, small arrays) goes to np.where.
     """
-    if (type(x) is np.ndarray and type(y) is np.ndarray and x.dtype == y.dtype and x.dtype.itemsize in _BITS
-            and type(c) is np.ndarray and c.dtype == np.bool_ and max(c.size, x.size, y.size) >= _SELECT_MIN_SIZE):
+    if (type(x) is np.ndarray and type(y) is np.ndarray
+            and (x.size >= _SELECT_MIN_SIZE or y.size >= _SELECT_MIN_SIZE or c.size >= _SELECT_MIN_SIZE)
+            and x.dtype == y.dtype and x.dtype.itemsize in _BITS and type(c) is np.ndarray and c.dtype == np.bool_):
         bits = _BITS[x.dtype.itemsize]
         m = c.astype(bits)
         np.negative(m, out=m)                   # True -> all ones (unsigned wrap-around), False -> 0
