@@ -223,7 +223,12 @@ def _globals_token(f, depth, seen):
 
 def _cell_token(cell, depth, seen):
     """Every sub-cell's class, construct code, plain attributes, dtypes, arrays, dataclass configs,
-    tensors and parameters (names, shapes, dtypes), in the cells' own attribute order."""
+    tensors and parameters (names, shapes, dtypes), in the cells' own attribute order. A cell met
+    again (through another closure) is described once per token: `["same", n]`."""
+    k = _cell_memo.get(id(cell))
+    if k is not None:
+        return ["same", k]
+    _cell_memo[id(cell)] = len(_cell_memo)
     parts = []
     for name, c in cell.cells_and_names():
         d = c.__dict__
@@ -259,13 +264,18 @@ def _cell_token(cell, depth, seen):
 
 
 _construct_hashes: dict = {}
+_cell_memo: dict = {}           # id(cell) -> number, during one call_token()
 _VOLATILE = frozenset(("_hook_id", "_default_name_id", "_casting"))
 
 
 def call_token(jf, fn, args, kwargs):
     """The stable description of one compile request (hashed into the key)."""
-    return [FORMAT, _versions(), [jf.capture_mode, jf.jit_level, jf.fullgraph, stable_token(jf.options)],
-            stable_token(fn, depth=5), stable_token(list(args), depth=5), stable_token(dict(kwargs), depth=5)]
+    _cell_memo.clear()
+    try:
+        return [FORMAT, _versions(), [jf.capture_mode, jf.jit_level, jf.fullgraph, stable_token(jf.options)],
+                stable_token(fn, depth=5), stable_token(list(args), depth=5), stable_token(dict(kwargs), depth=5)]
+    finally:
+        _cell_memo.clear()
 
 
 def _versions():
@@ -274,7 +284,8 @@ def _versions():
 
 
 def key_of(token) -> str:
-    return hashlib.sha256(json.dumps(token, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    # tokens are lists of str/int/float/bool/None (dict items already sorted): repr is deterministic
+    return hashlib.sha256(repr(token).encode()).hexdigest()
 
 
 # -- capture paths: where a captured tensor lives, in terms the next process can follow ---------------------
@@ -712,8 +723,17 @@ def _encode_guard(guard):
         module = g.get("__name__")
         if not isinstance(module, str) or getattr(sys.modules.get(module), "__dict__", None) is not g:
             raise Uncacheable(f"a global '{name}' of a namespace that is not an imported module")
-        out.append([module, name, stable_token(g[name]) if name in g else _MISSING_TOKEN])
+        out.append([module, name, _plain_token(g[name]) if name in g else _MISSING_TOKEN])
     return out
+
+
+def _plain_token(x):
+    """stable_token(x) as JSON gives it back (tuples become lists), for comparing with a stored one."""
+    _cell_memo.clear()
+    try:
+        return json.loads(json.dumps(stable_token(x)))
+    finally:
+        _cell_memo.clear()
 
 
 def _decode_guards(encoded):
@@ -724,8 +744,8 @@ def _decode_guards(encoded):
         live = []
         for module, name, tok in reads:
             g = sys.modules[module].__dict__
-            now = stable_token(g[name]) if name in g else _MISSING_TOKEN
-            if json.dumps(now, sort_keys=True) != json.dumps(tok, sort_keys=True):
+            now = _plain_token(g[name]) if name in g else _MISSING_TOKEN
+            if now != tok:
                 raise Stale(f"global '{module}.{name}' changed")
             live.append((g, name, _token(g.get(name, MISSING))))
         guards.append(_globals_guard(live))

@@ -4,27 +4,36 @@ MindSpore's O2 hands the whole graph to the device (GE on Ascend) and drives it 
 step. Here the graph (after operator fusion, as in O1) is turned into the source code of one
 Python function that calls every kernel in schedule order, compiled once with `compile()`:
 
-    def sink_step(*args):                        # generated; executor.source shows it
-        if len(args) != 2: _arity(args)
-        v0, v1 = args
-        c2 = _cap2._data                         # captured Parameters, read when the step runs
-        v5 = _k5(v0, c2)                         # matmul
-        if v5.__class__ is not _nd or v5.dtype is not _d5: v5 = _fix(v5, 5, 0)
-        v6, v7 = _k6(v5, c3)                     # fused_elementwise_0{add,gelu,...} (C)
-        del v5                                   # freed after its last use, as O0 does
-        ...
-        return [v9, v6]
+    def sink_loss_fn(*args):                     # generated; `executor.source` shows all of it
+        try:
+            if len(args) != 2: _arity(args)
+            a0, a1, = args
+            c0 = _cap0._data                     # captured Parameters, read when the step runs
+            v0 = _k0(c0, perm=(1, 0))  # transpose
+            _matmul_into(a0, v0, _b_v1)  # matmul    (written into its planned buffer)
+            v1 = _b_v1
+            del v0                               # its last use
+            v2 = _b_v2
+            v3 = _b_v3
+            _f2(_p_v2, _p_v3, _p_v1, _t1)  # fused_elementwise_0{add,gelu,...}: one C call
+            ...
+            return [v9.copy(), v7.copy()]        # out of the arena: the next run reuses it
+        except Exception as _e:
+            raise _located(_e) from _e           # names the failing node's op and source line
 
 There is no per-node interpretation left: no plan of steps, no environment list, no dispatch on
 node kinds, no attribute dictionaries (constants and attributes are literals or bound names).
 What remains per node is the kernel call itself - so a graph of hundreds of tiny ops costs little
 more than its kernels, and a graph whose every op fuses is a single C call.
 
-**Memory**: by default values are Python locals (NumPy allocates them; `del` frees each after its
-last use). With `set_context(memory_optimize_level="O1")` (or `O2Executor(graph, arena=True)`)
-every intermediate lives at its planned offset in one arena (graph/memory, SOMAS): fused C
-kernels and NumPy ufuncs write straight into their planned buffers, other kernels' results are
-copied there, and the outputs are copied out on return.
+**Memory: pre-planned buffers.** Every intermediate the graph produces gets a fixed offset in
+one arena, planned once from the schedule by the SOMAS planner (graph/memory): fused C kernels
+write straight into their planned buffers (their pointers are taken once, at compile time, so a
+call passes ready-made pointers), NumPy ufuncs and matmul are given theirs with `out=`, other
+kernels' results are copied in, and graph outputs are copied out on return (the next run reuses
+the arena). Host calls get copies of arena tensors (Python code may keep a reference).
+`O2Executor(graph, arena=False)` keeps values as Python locals instead (NumPy allocates them;
+`del` frees each after its last use, as O0 does) - the benchmark compares the two.
 
 **Structural nodes get generated control flow**, each subgraph becoming a sink function of its
 own: If -> `if _truth(c): r = then(...) else: r = else(...)`, While -> a Python `while` over the
@@ -47,7 +56,6 @@ from ..common.errors import MinisporeError, MinisporeRuntimeError
 from ..common.tensor import Tensor, _wrap
 from .executor import _conform, _fill_template, _runtime_error
 from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
-from .o1 import _arena_default
 from .passes.fusion import FusedPrimitive, fuse
 from .printer import dump_enabled, format_graph
 
@@ -112,7 +120,7 @@ class O2Executor:
         else:
             self.fusion = None
         self.graph = graph
-        self.arena_mode = _arena_default() if arena is None else bool(arena)
+        self.arena_mode = True if arena is None else bool(arena)
         self.memory_plan = None
         self.arena = None
         self._subs: list = []
@@ -282,7 +290,7 @@ class O2Executor:
         op = node.op
         lhs = ", ".join(outs) + ","
         if op is HOST_CALL:
-            h = src.bind(f"_h{i}", _HostCall(node))
+            h = src.bind(f"_h{i}", _HostCall(node, copy_args=plan is not None))
             src.emit(f"{lhs} = {h}({', '.join(args)})", i)
             for line in self._cap_lines:        # Python code ran: a Parameter may have new storage
                 src.emit(line, i)
@@ -354,12 +362,15 @@ class O2Executor:
 class _HostCall:
     """A HostCall node's run-time call: the function on Tensors (JIT Fallback), results as arrays."""
 
-    __slots__ = ("fn", "template", "node")
+    __slots__ = ("fn", "template", "node", "copy_args")
 
-    def __init__(self, node):
+    def __init__(self, node, copy_args=False):
         self.fn, self.template, self.node = node.attrs["fn"], node.attrs.get("template"), node
+        self.copy_args = copy_args            # arena mode: the arena is rewritten by the next run
 
     def __call__(self, *args):
+        if self.copy_args:
+            args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
         call_args, call_kwargs = _fill_template(self.template, tensors)
         result = self.fn(*call_args, **call_kwargs)

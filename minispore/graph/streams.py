@@ -24,7 +24,8 @@ Three pieces:
    earlier node of its own stream already waited for that producer or a later node of that
    stream (streams run in order, so the later wait implies the earlier one). The printout
    (`schedule.describe()`) shows every stream's queue and every wait.
-3. **The executor** (`StreamExecutor`, the O0 executor registered with jit): stream 0 runs on the
+3. **The executor** (`StreamExecutor`, registered with jit as O0; `with_streams(O1Executor)` is
+   O1, on the fused graph): stream 0 runs on the
    calling thread, streams 1.. on pool threads; a node waits for its events, runs its kernel,
    records its own event. A buffer is freed when its last reader - on any stream - is done.
    During the run NumPy's BLAS gets cores / streams threads per stream (threadpoolctl), so the
@@ -45,8 +46,8 @@ constraints `schedule.memory_constraints()` gives the planner (`hold_until`), wh
 use yet.
 
 Profiling: while a `minispore.Profiler` runs, every node's start and end (and stream) are
-recorded through `profiling_sink()`, for one stream as well; other executors can report through
-the same sink.
+recorded through `profiling_sink()`, for one stream as well (the executor then runs its steps
+itself, from the heap, even in arena mode); other executors can report through the same sink.
 """
 from __future__ import annotations
 

@@ -47,15 +47,18 @@ class QueueToyBackend(Backend):
         self.kernels = dict(kernels or {})
         self.device_kernels = dict(device_kernels or {})
         self.syncs = 0
+        self.live_buffers = 0                                    # allocated and not yet freed
 
     # memory: first fit in the free list, else bump; 64-byte aligned starts
     def alloc(self, nbytes):
         size = -(-int(nbytes) // ALIGN) * ALIGN
+        self.live_buffers += 1
         for i, (addr, n) in enumerate(self.free_blocks):
             if n >= size:
                 del self.free_blocks[i]
                 return PoolBuffer(addr, nbytes)
         if self.top + size > len(self.pool):
+            self.live_buffers -= 1
             raise MinisporeRuntimeError(f"QueueToy: out of device memory ({nbytes} bytes asked)")
         addr, self.top = self.top, self.top + size
         self.pool[addr:addr + size] = b"\xa5" * size            # garbage, as fresh device memory
@@ -64,6 +67,7 @@ class QueueToyBackend(Backend):
     def free(self, buf):
         assert buf.live, "double free"
         buf.live = False
+        self.live_buffers -= 1
         self.free_blocks.append((buf.addr, -(-buf.nbytes // ALIGN) * ALIGN))
 
     def _bytes(self, buf, offset, nbytes):

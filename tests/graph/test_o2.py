@@ -115,10 +115,16 @@ def test_tiny_llama_loss_and_gradients_at_every_level():
     grad_fn = ms.value_and_grad(model.loss, None, params)
     ref_loss, ref_grads = grad_fn(x, y)
     for level in ("O0", "O1", "O2"):
-        loss, grads = ms.jit(grad_fn, capture_mode="trace", jit_level=level)(x, y)
+        jf = ms.jit(grad_fn, capture_mode="trace", jit_level=level)
+        loss, grads = jf(x, y)
         assert rel_err(loss.asnumpy(), ref_loss.asnumpy()) <= 1e-6, level
         for g, rg, p in zip(grads, ref_grads, params):
             assert rel_err(g.asnumpy(), rg.asnumpy()) <= 2e-6, (level, p.name)
+    # the O2 graph without the arena (values as Python locals) gives the same numbers
+    heap = O2Executor(jf.compile(x, y).graph, arena=False).run(x._data, y._data)
+    assert rel_err(heap[0], ref_loss.asnumpy()) <= 1e-6
+    for g, rg in zip(heap[1:], ref_grads):
+        assert rel_err(g, rg.asnumpy()) <= 2e-6
 
 
 # -- control flow gets generated control flow -----------------------------------------------------------
@@ -176,14 +182,14 @@ def test_control_flow_subgraphs_are_fused_and_sunk():
     verify(r.graph)
     inner = [n for sub in r.graph.all_graphs()[1:] for n in sub.nodes if isinstance(n.op, FusedPrimitive)]
     assert len(inner) >= 3                                 # then, else, body, callee chains
-    ex = O2Executor(g)
-    assert "if _truth(" in ex.source and "while _truth(" in ex.source
-    for c in (True, False):
-        want = O0Executor(g).run(*_inputs(c))
-        got = ex.run(*_inputs(c))
-        assert float(got[1]) == 3.0
-        assert rel_err(got[0], want[0]) <= 1e-6
-        np.testing.assert_allclose(O1Executor(g).run(*_inputs(c))[0], want[0], rtol=1e-6)
+    for ex in (O2Executor(g), O2Executor(g, arena=False)):
+        assert "if _truth(" in ex.source and "while _truth(" in ex.source
+        for c in (True, False):
+            want = O0Executor(g).run(*_inputs(c))
+            got = ex.run(*_inputs(c))
+            assert float(got[1]) == 3.0
+            assert rel_err(got[0], want[0]) <= 1e-6
+            np.testing.assert_allclose(O1Executor(g).run(*_inputs(c))[0], want[0], rtol=1e-6)
 
 
 # -- the generated function ------------------------------------------------------------------------------
@@ -228,7 +234,7 @@ def test_arena_mode_writes_into_planned_buffers_and_copies_outputs_out():
 
     x, w = T32(16, 8, seed=1), T32(8, 8, seed=2)
     g = ms.jit(f, capture_mode="trace").compile(x, w).graph
-    ex = O2Executor(g, arena=True)
+    ex = O2Executor(g)                                      # the default: pre-planned buffers
     assert ex.memory_plan is not None and ex.arena is not None
     want = O0Executor(g).run(x._data, w._data)
     first = ex.run(x._data, w._data)
@@ -237,7 +243,12 @@ def test_arena_mode_writes_into_planned_buffers_and_copies_outputs_out():
         assert rel_err(a, b) <= 1e-6
     assert not np.shares_memory(first[0], second[0])
     assert ex.arena.high_water <= ex.memory_plan.peak_bytes
-    assert "_b_v" in ex.source                                # planned buffers are named in the code
+    assert "_b_v" in ex.source and "_p_v" in ex.source        # planned buffers and their pointers
+    assert "_matmul_into" in ex.source                       # matmul writes into its buffer
+    heap = O2Executor(g, arena=False)
+    assert heap.memory_plan is None and "_b_v" not in heap.source
+    for a, b in zip(heap.run(x._data, w._data), want):
+        assert rel_err(a, b) <= 1e-6
 
 
 def test_kernel_errors_name_the_op_and_the_source_line(monkeypatch):
