@@ -20,6 +20,9 @@ fi
 
 echo "== installing minispore[test,torch] into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+# the Ascend plugin (its own package; its tests in tests/plugins/ascend run on the C emulator of the
+# ACL runtime, compiled with gcc on first use, or on a real NPU when ASCEND_HOME_PATH is set)
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e plugins/ascend
 
 if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
     :

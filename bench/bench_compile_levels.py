@@ -167,7 +167,8 @@ def part_dispatch(repeats):
         return ms.Tensor((rng.standard_normal(shape) * scale).astype(np.float32))
 
     cases = [("500 mul/add on 8x8 (all fusible)", chain_500, (t(8, 8), t(8, 8))),
-             ("100 x tanh(x @ w + b) * 0.5 on 8x8 (matmuls do not fuse)", mixed_blocks, (t(8, 8), t(8, 8, scale=0.3), t(8)))]
+             ("100 x tanh(x @ w + b) * 0.5 on 8x8 (matmuls do not fuse)", mixed_blocks,
+              (t(8, 8), t(8, 8, scale=0.3), t(8)))]
     print(f"\n## (b) dispatch-bound graphs: µs per call (the jitted function, guards included), "
           f"median of {repeats}\n")
     print("| graph | nodes (captured -> after fusion) | PyNative µs | O0 µs | O1 µs | O2 µs | O2 locals µs | "
@@ -181,7 +182,8 @@ def part_dispatch(repeats):
         ratio = us["PyNative"] / us["O2"]
         results.append((name, ratio))
         print(f"| {name} | {info['O0']['captured']} -> {info['O2']['nodes']} | {us['PyNative']:.0f} | {us['O0']:.0f} | "
-              f"{us['O1']:.0f} | {us['O2']:.0f} | {us['O2 locals']:.0f} | **{ratio:.1f}x** | {us['O0'] / us['O2']:.1f}x |")
+              f"{us['O1']:.0f} | {us['O2']:.0f} | {us['O2 locals']:.0f} | **{ratio:.1f}x** | "
+              f"{us['O0'] / us['O2']:.1f}x |")
     print("\ntarget: O2 >= 5x faster than PyNative -> " + ("met" if all(r >= 5 for _, r in results) else
                                                            "met on " + ", ".join(n for n, r in results if r >= 5)))
     return results
@@ -258,7 +260,8 @@ def part_train(iters, warmup, with_torch):
         vs_t = f"{m / torch_ms:.2f}x" if torch_ms else "-"
         print(f"| {name} | {m:.1f} | {m / med['PyNative']:.2f}x | {vs_t} |")
     print()
-    print("| level | compile s (capture + fusion + codegen) | C modules compiled | graph nodes (captured -> run) | fused groups |")
+    print("| level | compile s (capture + fusion + codegen) | C modules compiled | graph nodes (captured -> run) "
+          "| fused groups |")
     print("|---|---:|---:|---|---:|")
     for level, (s, nc, n_cap, n_run, n_fused) in compile_info.items():
         print(f"| {level} | {s:.2f} | {nc} | {n_cap} -> {n_run} | {n_fused} |")

@@ -93,6 +93,13 @@ def make_executor(graph, jit_level: str):
         factory = O0Executor
     if factory is O0Executor and context.get_context("memory_optimize_level") == "O1":
         return O0Executor(graph, arena=True)     # (memory helper) SOMAS: one arena, planned offsets
+    # (ascend helper) a device backend may run O0 graphs itself, values staying on the device
+    if jit_level == "O0":
+        from .backend.registry import current_backend
+        maker = getattr(current_backend(), "graph_executor", None)
+        device_executor = maker(graph) if maker is not None else None     # None: the core's executor
+        if device_executor is not None:
+            return device_executor
     return factory(graph)
 
 

@@ -5,12 +5,12 @@ The plugin contract is documented in `base.py`; `registry.py` finds and selects 
 validation against the CPU reference; `dispatch.py` is the eager executor.
 """
 from .base import Backend, BackendFallbackWarning, BackendUnavailableError, DeviceBuffer, DeviceTensor
-from .cpu import CPUBackend, HostBuffer
+from .cpu import CPUBackend, HostBackend, HostBuffer
 from .registry import (available_backends, current_backend, get_backend, loaded_backends, rebind_kernels,
                        register_backend, unregister_backend, use_backend)
 from .validate import set_validate_with_cpu, validate_with_cpu
 
 __all__ = ["Backend", "BackendFallbackWarning", "BackendUnavailableError", "DeviceBuffer", "DeviceTensor",
-           "CPUBackend", "HostBuffer", "available_backends", "current_backend", "get_backend",
+           "CPUBackend", "HostBackend", "HostBuffer", "available_backends", "current_backend", "get_backend",
            "loaded_backends", "rebind_kernels", "register_backend", "unregister_backend", "use_backend",
            "set_validate_with_cpu", "validate_with_cpu"]

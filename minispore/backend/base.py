@@ -62,6 +62,10 @@ reference implementation and `tutorials/04_writing_a_backend_plugin.ipynb` a com
 5. **`info() -> dict`**: what `minispore info` prints for this backend (extend the base dict with,
    e.g., `"runtime": "emulator"` or `"runtime": "CANN at /usr/local/Ascend/..."`).
 
+6. Optionally, **`graph_executor(graph)`**: the executor `jit` should run a captured graph with on
+   this backend (a device-resident kernel-by-kernel executor), or None (the default) for the
+   core's executors, which call the eager kernels node by node.
+
 Selection and loading live in `registry.py` (entry-point group `minispore.backends`,
 `set_context(device_target=...)`, env `MINISPORE_DEVICE_TARGET`); shadow validation against the
 CPU reference (env `MINISPORE_VALIDATE_WITH_CPU=1`) in `validate.py`, applied by `kernel_for` and
@@ -227,10 +231,11 @@ class Backend:
     def to_device(self, array: np.ndarray) -> DeviceTensor:
         """Allocate a DeviceTensor and copy `array` into it (a synchronous host copy)."""
         from ..common.dtype import from_numpy_dtype
-        array = np.ascontiguousarray(array)
-        t = DeviceTensor(self.alloc(max(array.nbytes, 1)), array.shape, from_numpy_dtype(array.dtype))
-        if array.nbytes:
-            self.copy_h2d(t.buffer, array, offset=0)
+        array = np.asarray(array)
+        data = np.ascontiguousarray(array)        # (makes a 0-d array 1-d: the shape comes from `array`)
+        t = DeviceTensor(self.alloc(max(data.nbytes, 1)), array.shape, from_numpy_dtype(array.dtype))
+        if data.nbytes:
+            self.copy_h2d(t.buffer, data, offset=0)
         return t
 
     def to_host(self, tensor: DeviceTensor) -> np.ndarray:
@@ -265,7 +270,11 @@ class Backend:
         from . import staging, validate
         dk = self.device_kernels.get(prim.name)
         if dk is None:
-            host = self.kernels.get(prim.name) or self.fallback_kernel(prim)
+            host = self.kernels.get(prim.name)
+            if host is None:
+                host = self.fallback_kernel(prim)
+            elif validate.enabled():
+                host = validate.shadow_kernel(self, prim, host)
             return staging.device_kernel_from_host(self, host)
         if validate.enabled():
             dk = validate.shadow_device_kernel(self, prim, dk)
@@ -296,6 +305,14 @@ class Backend:
         """Clear the fallback counter and warn again on the next fallback of each op."""
         self.fallbacks.clear()
         self._warned.clear()
+
+    # -- graphs ------------------------------------------------------------------------------------
+    def graph_executor(self, graph):
+        """An executor (an object with `.run(*arrays) -> list`) for a captured graph on this
+        backend, or None to use the core's executor for the jit level (which runs the eager
+        kernels, `prim.kernel`, node by node). A plugin overrides this with its device-resident
+        kernel-by-kernel executor (values stay on the device; `device_kernel_for` per node)."""
+        return None
 
     # -- reporting ---------------------------------------------------------------------------------
     def info(self) -> dict:

@@ -4,6 +4,11 @@ It implements the whole Backend interface so that code written against it (a gra
 staging helpers, the parity kit) runs unchanged on the CPU: a `HostBuffer` wraps a bytes ndarray,
 copies are `np.copyto` on byte views, and streams and events are trivially synchronous (work runs
 when it is issued, so every "queue" is always empty).
+
+That memory-and-streams half is `HostBackend`, usable on its own: subclass it, fill `kernels`, and
+you have a complete backend whose unimplemented primitives fall back (counted) to the CPU
+reference — the smallest possible plugin. `CPUBackend` is `HostBackend` whose kernels are the
+primitives' own `impl`s.
 """
 from __future__ import annotations
 
@@ -46,10 +51,11 @@ def _bytes_of(array: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
 
 
-class CPUBackend(Backend):
-    """The reference backend. Its eager kernels are the primitives' `impl`s, never a fallback."""
+class HostBackend(Backend):
+    """Host memory and synchronous streams; kernels from the `kernels`/`device_kernels` tables, the
+    rest the counted CPU fallback (Backend's rules). Subclass it for a backend without device memory."""
 
-    name = "CPU"
+    name = "Host"
 
     # -- memory ----------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> HostBuffer:
@@ -115,7 +121,13 @@ class CPUBackend(Backend):
     def synchronize(self) -> None:
         pass
 
-    # -- kernels ---------------------------------------------------------------------------------
+
+
+class CPUBackend(HostBackend):
+    """The reference backend. Its eager kernels are the primitives' `impl`s, never a fallback."""
+
+    name = "CPU"
+
     def implements(self, name: str) -> bool:
         from ..ops.primitive import PRIMITIVES
         return name in PRIMITIVES
@@ -131,4 +143,4 @@ class CPUBackend(Backend):
         return {"kernels": len(PRIMITIVES), "device_kernels": 0, "runtime": "NumPy (reference)"}
 
 
-__all__ = ["CPUBackend", "HostBuffer"]
+__all__ = ["HostBackend", "CPUBackend", "HostBuffer"]

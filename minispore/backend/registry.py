@@ -153,9 +153,11 @@ def rebind_kernels() -> None:
         p.kernel = b.kernel_for(p)
 
 
-def use_backend(name: str) -> Backend:
-    """Make `name` the current backend (what `set_context(device_target=name)` does)."""
-    b = get_backend(name)
+def use_backend(name) -> Backend:
+    """Make `name` the current backend (what `set_context(device_target=name)` does). A Backend
+    instance is accepted too: the parity kit switches to the backend under test and back this way,
+    without touching the context."""
+    b = name if isinstance(name, Backend) else get_backend(name)
     _current[:] = [b]
     rebind_kernels()
     return b

@@ -20,7 +20,7 @@ An entry also records the SHA-256 of every source file the graph's nodes came fr
 files); a file that changed since makes the entry *stale*.
 
 **Format** (safe, no code): JSON. Primitives are stored by NAME and looked up in the registry;
-attributes are encoded explicitly by type (`{"t": [...]}` a tuple, `{"dt": "Float32"}` a dtype,
+attributes are encoded explicitly by type (a JSON array is a tuple, `{"l": [...]}` a list, `{"dt": "Float32"}` a dtype,
 `{"sl": [0, 4, 1]}` a slice ...) - an attribute of any other type makes the graph uncacheable, it is
 never pickled. Captured tensors are stored as *paths* from the call's arguments, globals and
 closures (`closure gf -> closure fn -> self -> param layers.0.attention.wq.weight`), resolved
@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections import OrderedDict
 import gc
 import hashlib
 import json
 import logging
 import math
+import operator
 import os
 import sys
 import types
@@ -117,7 +119,7 @@ def _is_cell(x) -> bool:
 
 
 def _array_token(a):
-    a = np.ascontiguousarray(a)
+    a = np.array(a, order="C", copy=False) if not a.flags.c_contiguous else a
     if a.nbytes > (1 << 20):
         return ("ndarray", a.shape, a.dtype.str, "large")
     return ("ndarray", a.shape, a.dtype.str, hashlib.sha256(a.tobytes()).hexdigest())
@@ -230,41 +232,73 @@ def _cell_token(cell, depth, seen):
         return ["same", k]
     _cell_memo[id(cell)] = len(_cell_memo)
     parts = []
-    for name, c in cell.cells_and_names():
+    stack, visited = [("", cell)], set()
+    while stack:
+        name, c = stack.pop()
+        if id(c) in visited:
+            continue
+        visited.add(id(c))
         d = c.__dict__
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
             raise Uncacheable(f"cell '{name or type(c).__name__}' has forward hooks (Python functions)")
-        attrs = []
+        tc = type(c)
+        lkey = (tc, tuple(d), tuple(map(type, d.values())))
+        lay = _cell_layouts.get(lkey)
+        if lay is None:
+            lay = _cell_layouts[lkey] = _CellLayout(d, tc)
+        attrs = [lay.scalar_keys, lay.scalar_get(d)]
+        for k in lay.other_keys:
+            v = d[k]
+            if isinstance(v, Tensor):
+                attrs.append((k, stable_token(v)))
+            elif isinstance(v, DType):
+                attrs.append((k, "dtype", v.name))
+            elif type(v) is np.ndarray:
+                attrs.append((k, _array_token(v)))
+            elif depth > 0:
+                attrs.append((k, stable_token(v, depth - 1, seen)))
+        params = [(k, p._data.shape, p.dtype.name, p.requires_grad)
+                  for k, p in d["_params"].items() if p is not None]
+        parts.append((name, lay.class_id, attrs, params))
+        prefix = name + "." if name else ""
+        for k, sub in reversed(d["_cells"].items()):
+            if sub is not None:
+                stack.append((prefix + k, sub))
+    return ["cell", parts]
+
+
+_cell_memo: dict = {}           # id(cell) -> number, during one call_token()
+_cell_layouts: dict = {}        # (class, attribute names, attribute types) -> _CellLayout
+
+
+class _CellLayout:
+    """How to describe cells of one layout (class, attribute names and value types): which keys
+    hold plain values (read with one C-level itemgetter), which hold tensors, dtypes, arrays or
+    dataclass configs; plus the class's identity (module, name, construct's code hash). Built from
+    the first such cell; a model's cells share a handful of layouts."""
+
+    __slots__ = ("scalar_keys", "scalar_get", "other_keys", "class_id")
+
+    def __init__(self, d, cls):
+        scalars, others = [], []
         for k, v in d.items():
             tv = type(v)
             if tv in _SCALARS:
                 if k not in _VOLATILE:
-                    attrs.append([k, v if tv is not float or math.isfinite(v) else repr(v)]
-                                 if tv is not bytes else [k, v.hex()])
-            elif tv is dict or tv.__name__ == "OrderedDict":
+                    scalars.append(k)
+            elif tv is dict or tv is OrderedDict:
                 continue
-            elif isinstance(v, Tensor):
-                attrs.append([k, stable_token(v)])
-            elif isinstance(v, DType):
-                attrs.append([k, "dtype", v.name])
-            elif tv is np.ndarray:
-                attrs.append([k, list(_array_token(v))])
-            elif depth > 0 and dataclasses.is_dataclass(v) and not isinstance(v, type):
-                attrs.append([k, stable_token(v, depth - 1, seen)])
-        params = [[k, list(p._data.shape), p.dtype.name, bool(p.requires_grad)]
-                  for k, p in d["_params"].items() if p is not None]
-        tc = type(c)
-        ch = _construct_hashes.get(tc)
-        if ch is None:
-            construct = getattr(tc, "construct", None)
-            code = getattr(getattr(construct, "fn", construct), "__code__", None)
-            ch = _construct_hashes[tc] = code_hash(code) if code is not None else ""
-        parts.append([name, tc.__module__, tc.__qualname__, ch, attrs, params])
-    return ["cell", parts]
-
-
-_construct_hashes: dict = {}
-_cell_memo: dict = {}           # id(cell) -> number, during one call_token()
+            elif (isinstance(v, (Tensor, DType)) or tv is np.ndarray
+                  or (dataclasses.is_dataclass(v) and not isinstance(v, type))):
+                others.append(k)
+        self.scalar_keys = tuple(scalars)
+        getter = operator.itemgetter(*scalars) if scalars else None
+        self.scalar_get = (lambda dd: ()) if not scalars else (
+            (lambda dd, _g=getter: (_g(dd),)) if len(scalars) == 1 else getter)
+        self.other_keys = tuple(others)
+        construct = getattr(cls, "construct", None)
+        code = getattr(getattr(construct, "fn", construct), "__code__", None)
+        self.class_id = (cls.__module__, cls.__qualname__, code_hash(code) if code is not None else "")
 _VOLATILE = frozenset(("_hook_id", "_default_name_id", "_casting"))
 
 
@@ -425,7 +459,7 @@ def encode(x, graphs):
     if t is float:
         return x if math.isfinite(x) else {"f": repr(x)}
     if t is tuple:
-        return {"t": [encode(v, graphs) for v in x]}
+        return [encode(v, graphs) for v in x]          # JSON arrays are tuples (the common case)
     if t is list:
         return {"l": [encode(v, graphs) for v in x]}
     if t is dict:
@@ -451,11 +485,15 @@ def encode(x, graphs):
     raise Uncacheable(f"an attribute of type {t.__module__}.{t.__qualname__}")
 
 
+_PLAIN = frozenset((int, float, str, bool, type(None)))
+
+
 def decode(x, graphs):
-    if not isinstance(x, dict):
+    t = type(x)
+    if t is list:
+        return tuple([v if type(v) in _PLAIN else decode(v, graphs) for v in x])
+    if t is not dict:
         return x
-    if "t" in x:
-        return tuple(decode(v, graphs) for v in x["t"])
     if "l" in x:
         return [decode(v, graphs) for v in x["l"]]
     if "d" in x:
@@ -493,7 +531,7 @@ def encode_result(result, fn, args, kwargs):
     """(payload dict, constant arrays, source files) for a CaptureResult; raises Uncacheable."""
     if result.runner is not None or result.breaks or result.graph is None:
         raise Uncacheable("a capture with graph breaks")
-    guards = [_encode_guard(g) for g in result.guards]
+    guards = [_encode_guard(g, fn) for g in result.guards]
     paths = None
     graph_index: dict = {}
     graph_list: list = []
@@ -526,7 +564,7 @@ def encode_result(result, fn, args, kwargs):
             raise Uncacheable(f"Parameter '{t.name}' is not reachable from the call's arguments, globals or closures")
         else:
             entry = {"const": len(consts)}
-            consts.append(np.ascontiguousarray(t._data))
+            consts.append(np.array(t._data, order="C"))       # (ascontiguousarray would make 0-d 1-d)
         k = cap_index[id(t)] = len(captures)
         captures.append(entry)
         return k
@@ -674,6 +712,7 @@ def decode_result(payload, consts, fn, args, kwargs):
             env.append(v)
             caps.append((v, t))
         nodes = []
+        append, extend = nodes.append, env.extend
         for op, ins, attrs, outs, multi, src in gj["nodes"]:
             inputs = [env[x] if type(x) is int else decode(x["c"], sub) for x in ins]
             if op[0] == "#":
@@ -686,12 +725,15 @@ def decode_result(payload, consts, fn, args, kwargs):
                         dattrs[ak] = decode(av, sub)
             else:
                 prim = PRIMITIVES[op]
-                dattrs = {ak: (decode(av, sub) if type(av) is dict else av) for ak, av in attrs.items()} \
+                dattrs = {ak: (av if type(av) in _PLAIN else decode(av, sub)) for ak, av in attrs.items()} \
                     if attrs else {}
-            node = Node(prim, inputs, dattrs, (), bool(multi), sources[src] if src >= 0 else None)
-            node.outputs = outv = tuple([Value(avals[a], "node", producer=(node, j)) for j, a in enumerate(outs)])
-            env.extend(outv)
-            nodes.append(node)
+            node = Node(prim, inputs, dattrs, (), multi == 1, sources[src] if src >= 0 else None)
+            if len(outs) == 1:
+                node.outputs = outv = (Value(avals[outs[0]], "node", producer=(node, 0)),)
+            else:
+                node.outputs = outv = tuple([Value(avals[a], "node", producer=(node, j)) for j, a in enumerate(outs)])
+            extend(outv)
+            append(node)
         outputs = [env[x] if type(x) is int else decode(x["c"], sub) for x in gj["outputs"]]
         g = Graph(gj["name"], params, caps, nodes, outputs, fn)
         g.notes.update(decode(gj["notes"], sub))
@@ -713,17 +755,39 @@ class Stale(Exception):
 _MISSING_TOKEN = ["missing"]
 
 
-def _encode_guard(guard):
+def _keyed_globals(fn):
+    """(id of globals dict, name) of the globals the key itself describes (those of `fn`'s code
+    that _globals_token includes): their guard needs no separate check."""
+    f = getattr(fn, "__func__", fn)
+    code, g = getattr(f, "__code__", None), getattr(f, "__globals__", None)
+    if code is None or g is None:
+        return set()
+    from .cache import _code_names
+    out = set()
+    for n in _code_names(code, set()):
+        v = g.get(n)
+        if n in g and not isinstance(v, (types.ModuleType, type)) and (
+                isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or _is_cell(v)
+                or isinstance(v, (Tensor, DType, np.ndarray)) or type(v) in _SCALARS):
+            out.add((id(g), n))
+    return out
+
+
+def _encode_guard(guard, fn):
     import inspect
     if getattr(guard, "__name__", "") != "globals_read_by_interpreted_code":
         raise Uncacheable(f"a capture guard {getattr(guard, '__qualname__', guard)!r} the cache cannot describe")
     reads = inspect.getclosurevars(guard).nonlocals.get("reads")
+    keyed = _keyed_globals(fn)
     out = []
     for g, name, _tok in reads or ():
         module = g.get("__name__")
         if not isinstance(module, str) or getattr(sys.modules.get(module), "__dict__", None) is not g:
             raise Uncacheable(f"a global '{name}' of a namespace that is not an imported module")
-        out.append([module, name, _plain_token(g[name]) if name in g else _MISSING_TOKEN])
+        if (id(g), name) in keyed:
+            out.append([module, name, "key"])          # already part of the key
+        else:
+            out.append([module, name, _plain_token(g[name]) if name in g else _MISSING_TOKEN])
     return out
 
 
@@ -744,7 +808,7 @@ def _decode_guards(encoded):
         live = []
         for module, name, tok in reads:
             g = sys.modules[module].__dict__
-            now = _plain_token(g[name]) if name in g else _MISSING_TOKEN
+            now = tok if tok == "key" else _plain_token(g[name]) if name in g else _MISSING_TOKEN
             if now != tok:
                 raise Stale(f"global '{module}.{name}' changed")
             live.append((g, name, _token(g.get(name, MISSING))))

@@ -190,10 +190,14 @@ class Graph:
         return [o.aval if isinstance(o, Value) else o for o in self.outputs]
 
     def all_graphs(self):
-        """This graph and every subgraph below it, depth first (for dumps and passes)."""
-        out, stack = [], [self]
+        """This graph and every subgraph below it, depth first (for dumps and passes). A subgraph
+        called from several nodes (a lazy_inline layer) is listed once. (memory helper: dedupe)"""
+        out, stack, seen = [], [self], set()
         while stack:
             g = stack.pop()
+            if id(g) in seen:
+                continue
+            seen.add(id(g))
             out.append(g)
             for node in reversed(g.nodes):
                 stack.extend(reversed(node.subgraphs()))

@@ -38,7 +38,8 @@ class O1Executor(O0Executor):
         self.source_graph = graph
         self.fusion = fuse(graph)
         if dump_enabled() and self.fusion.fused:
-            print(f"# minispore IR after operator fusion (jit_level O1): {len(self.fusion.fused)} fused "
+            print(f"# minispore IR of '{graph.name}' after operator fusion (jit_level O1): "
+                  f"{len(self.fusion.fused)} fused "
                   f"groups\n{format_graph(self.fusion.graph)}", file=sys.stderr)
         super().__init__(self.fusion.graph, record_live=record_live,
                          arena=_arena_default() if arena is None else arena)

@@ -17,7 +17,7 @@ Python function that calls every kernel in schedule order, compiled once with `c
             v3 = _b_v3
             _f2(_p_v2, _p_v3, _p_v1, _t1)  # fused_elementwise_0{add,gelu,...}: one C call
             ...
-            return [v9.copy(), v7.copy()]        # out of the arena: the next run reuses it
+            return [v9, v7]                      # outputs: fresh arrays, not arena views
         except Exception as _e:
             raise _located(_e) from _e           # names the failing node's op and source line
 
@@ -30,8 +30,9 @@ more than its kernels, and a graph whose every op fuses is a single C call.
 one arena, planned once from the schedule by the SOMAS planner (graph/memory): fused C kernels
 write straight into their planned buffers (their pointers are taken once, at compile time, so a
 call passes ready-made pointers), NumPy ufuncs and matmul are given theirs with `out=`, other
-kernels' results are copied in, and graph outputs are copied out on return (the next run reuses
-the arena). Host calls get copies of arena tensors (Python code may keep a reference).
+kernels' results are copied in. Graph outputs are not in the arena: they are returned, so kernels
+write them into fresh arrays (a view of an arena tensor that is returned is copied out). Host
+calls get copies of arena tensors (Python code may keep a reference).
 `O2Executor(graph, arena=False)` keeps values as Python locals instead (NumPy allocates them;
 `del` frees each after its last use, as O0 does) - the benchmark compares the two.
 
@@ -115,7 +116,8 @@ class O2Executor:
             self.fusion = fuse(graph)
             graph = self.fusion.graph
             if dump_enabled() and self.fusion.fused:
-                print(f"# minispore IR after operator fusion (jit_level O2): {len(self.fusion.fused)} fused "
+                print(f"# minispore IR of '{graph.name}' after operator fusion (jit_level O2): "
+                      f"{len(self.fusion.fused)} fused "
                       f"groups\n{format_graph(graph)}", file=sys.stderr)
         else:
             self.fusion = None
@@ -125,6 +127,9 @@ class O2Executor:
         self.arena = None
         self._subs: list = []
         self._planned: set = set()          # local names whose value is always their arena view
+        self._out_ids = {o.id for o in graph.outputs if isinstance(o, Value)}
+        self._ptrs: dict = {}               # local name -> local holding its C pointer (made once per run)
+        self._ptr_spec: dict = {}           # local name -> (shape read, dtype) its pointer was checked for
         self._generate()
 
     # -- code generation -------------------------------------------------------------------------------
@@ -179,14 +184,15 @@ class O2Executor:
             else:
                 self._emit_structural(src, i, node, args, outs, plan)
             dead = [names[v.id] for v in frees[i]]
+            dead += [self._ptrs.pop(n) for n in list(dead) if n in self._ptrs]   # a pointer keeps its array alive
             if dead:
                 src.emit(f"del {', '.join(dead)}")
         rets = []
         for j, o in enumerate(g.outputs):
             if isinstance(o, Value):
                 r = names[o.id]
-                if plan is not None and o.id in plan.offsets or (plan is not None and o.id in plan.alias_of):
-                    r = f"{r}.copy()"          # it lives in the arena, which the next run overwrites
+                if plan is not None and o.id in plan.alias_of:
+                    r = f"{r}.copy()"          # a view into the arena, which the next run overwrites
                 rets.append(r)
             else:
                 rets.append(src.const(f"_out{j}", o))
@@ -212,13 +218,18 @@ class O2Executor:
             self._emit_fused(src, i, node, args, outs, plan)
             return
         k = src.bind(f"_k{i}", prim.kernel)
-        owned = plan is not None and len(outs) == 1 and not node.multi and node.outputs[0].id in plan.offsets
+        owned = len(outs) == 1 and not node.multi and self._in_arena(node.outputs[0], plan)
         if owned and not node.attrs and (isinstance(prim.kernel, np.ufunc) and prim.kernel.nout == 1
                                          or prim.name == "matmul" and prim.kernel is prim.impl):
             # the kernel writes straight into the planned buffer: a NumPy ufunc, or matmul
             buf = self._buffer(src, outs[0], node.outputs[0], plan)
             if isinstance(prim.kernel, np.ufunc):
                 src.emit(f"{k}({', '.join(args)}, out={buf}, casting='unsafe')  # {prim.name}", i)
+            elif all(isinstance(x, Value) and x.aval.dtype is node.outputs[0].aval.dtype for x in node.inputs) \
+                    and node.outputs[0].aval.dtype.np.kind == "f" and node.outputs[0].aval.dtype.np.itemsize >= 4:
+                # float32/float64 operands of the output's dtype (known at compile time): NumPy's own
+                # matmul with out= is the kernel's BLAS call
+                src.emit(f"{src.bind('_np_matmul', np.matmul)}({', '.join(args)}, out={buf})  # {prim.name}", i)
             else:
                 src.emit(f"{src.bind('_matmul_into', _matmul_into)}({', '.join(args)}, {buf})  # {prim.name}", i)
             src.emit(f"{outs[0]} = {buf}", i)
@@ -230,6 +241,12 @@ class O2Executor:
             src.emit(f"if {outs[j]}.__class__ is not _nd or {outs[j]}.dtype is not {d}: "
                      f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
         self._emit_store(src, i, node, outs, plan)
+
+    def _in_arena(self, value, plan) -> bool:
+        """Does `value` live in the arena? Every planned value except the graph's outputs: those are
+        returned to the caller, so they get fresh memory that kernels write into directly (copying
+        them out of the arena would cost one more pass over every output)."""
+        return plan is not None and value.id in plan.offsets and value.id not in self._out_ids
 
     def _buffer(self, src, name, value, plan):
         """The name of `value`'s planned arena view (and `_p_<name>`: its C pointer, made once)."""
@@ -250,13 +267,15 @@ class O2Executor:
         for j, (a, x, spec) in enumerate(zip(args, node.inputs, prim.spec.inputs)):
             if a in self._planned:
                 in_ptrs.append(f"_p_{a}")
+            elif a in self._ptrs and self._ptr_spec[a] == (spec.shape, spec.ctype.dtype):
+                in_ptrs.append(self._ptrs[a])          # taken (and checked) by an earlier kernel this run
             else:
-                t = f"_t{j}"
+                t = f"_q_{a}"
                 runtime.append((t, a, spec))
                 in_ptrs.append(t)
         out_ptrs = []
         for name, o in zip(outs, node.outputs):
-            if plan is not None and o.id in plan.offsets:
+            if self._in_arena(o, plan):
                 buf = self._buffer(src, name, o, plan)
                 src.emit(f"{name} = {buf}", i)
                 out_ptrs.append(f"_p_{name}")
@@ -265,15 +284,22 @@ class O2Executor:
                          f"{src.bind(f'_d_{name}', o.aval.dtype.np)})", i)
                 out_ptrs.append(f"{fb}({name})")
         if runtime:
+            # (a value read by several kernels gets its pointer once: SSA values never change, and
+            # params/captures only across a host call, which drops their pointers)
             ts = ", ".join(t for t, _, _ in runtime)
             src.emit("try:", i)
             src.emit(f"{ts}, = {', '.join(f'{fb}({a})' for _, a, _ in runtime)},", i, indent=2)
             src.emit("except (ValueError, TypeError):", i)
-            fixed = ", ".join(f"{fb}(_cc({a}, {src.bind(f'_di{i}_{t}', spec.ctype.dtype.np)}))" for t, a, spec in runtime)
+            fixed = ", ".join(f"{fb}(_cc({a}, {src.bind(f'_di{i}_{t}', spec.ctype.dtype.np)}))"
+                              for t, a, spec in runtime)
             src.emit(f"{ts}, = {fixed},", i, indent=2)
-            checks = " or ".join(f"len({t}) != {int(np.prod(spec.shape)) * spec.ctype.dtype.itemsize}"
+            checks = " or ".join(f"len({t}) != {spec.buffer_elems * spec.ctype.dtype.itemsize}"
                                  for t, _, spec in runtime)
             src.emit(f"if {checks}: {src.bind(f'_bad{i}', _BadInput(prim))}({', '.join(args)})", i)
+            for t, a, spec in runtime:
+                if a not in self._ptrs:
+                    self._ptrs[a] = t
+                    self._ptr_spec[a] = (spec.shape, spec.ctype.dtype)
         src.emit(f"{f}({', '.join(out_ptrs + in_ptrs)})  # {prim.name}", i)
 
     def _emit_store(self, src, i, node, outs, plan):
@@ -281,7 +307,7 @@ class O2Executor:
         if plan is None:
             return
         for j, o in enumerate(node.outputs):
-            if o.aval is OPAQUE or o.id not in plan.offsets:
+            if o.aval is OPAQUE or not self._in_arena(o, plan):
                 continue
             buf = self._buffer(src, outs[j], o, plan)
             src.emit(f"_copyto({buf}, {outs[j]}, casting='unsafe'); {outs[j]} = {buf}", i)
@@ -294,6 +320,7 @@ class O2Executor:
             src.emit(f"{lhs} = {h}({', '.join(args)})", i)
             for line in self._cap_lines:        # Python code ran: a Parameter may have new storage
                 src.emit(line, i)
+            self._ptrs = {n: p for n, p in self._ptrs.items() if not n.startswith("c")}
         elif op is CALL:
             sub = self._sub(node.attrs["graph"])
             src.emit(f"{lhs} = {src.bind(f'_call{i}', sub.run)}({', '.join(args)})", i)

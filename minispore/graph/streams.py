@@ -57,6 +57,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
+
 from ..common.errors import MinisporeError, MinisporeRuntimeError, OpValueError
 from .executor import _PRIM, O0Executor, _check_kernels, _conform, _runtime_error
 from .ir import Value
@@ -399,7 +401,7 @@ class MultiStreamMixin:
         super().__init__(graph, record_live=record_live, arena=arena)
         self.n_streams = n_streams
         self._schedules: dict = {}
-        self._readers = None
+        self._plans: dict = {}
 
     def schedule(self, n_streams=None) -> StreamSchedule:
         """The schedule for `n_streams` (default: the current setting), built once per count."""
@@ -420,18 +422,40 @@ class MultiStreamMixin:
         return self._run_streams(arrays, self.schedule(n), sink)
 
     # -- multi-stream run -----------------------------------------------------------------------------
-    def _reader_counts(self):
-        """slot -> number of nodes reading it, for slots a run may free (node outputs, params)."""
-        if self._readers is None:
-            keep = set(s for s in self._out_slots if s is not None)
-            capture_slots = {s for s, _ in self._capture_slots}
-            counts = {}
-            for step in self._steps:
-                for s in set(step.ins):
-                    if s in self._slot_value and s not in keep and s not in capture_slots:
-                        counts[s] = counts.get(s, 0) + 1
-            self._readers = counts
-        return self._readers
+    def _stream_plan(self, sched):
+        """What each node does besides its kernel, decided once per schedule:
+
+        * `frees[i]`: slots node i frees without asking anyone - every reader of the slot is on
+          node i's stream and i is the last of them in that stream's order;
+        * `shared[i]`: slots read from SEVERAL streams that node i reads: the last reader to
+          finish (known only at run time) frees them, counted down under a lock;
+        * `signals`: the nodes some other stream waits for (only these need an event).
+        """
+        plan = self._plans.get(sched.n_streams)
+        if plan is not None:
+            return plan
+        keep = {s for s in self._out_slots if s is not None}
+        capture_slots = {s for s, _ in self._capture_slots}
+        readers: dict = {}
+        for i, step in enumerate(self._steps):
+            for s in set(step.ins):
+                if s in self._slot_value and s not in keep and s not in capture_slots:
+                    readers.setdefault(s, []).append(i)
+        qpos = {i: k for q in sched.queues for k, i in enumerate(q)}
+        n = len(self._steps)
+        frees = [[] for _ in range(n)]
+        shared = [[] for _ in range(n)]
+        counts = {}
+        for s, rs in readers.items():
+            if len({sched.stream_of[r] for r in rs}) == 1:
+                frees[max(rs, key=qpos.__getitem__)].append(s)
+            else:
+                counts[s] = len(rs)
+                for r in rs:
+                    shared[r].append(s)
+        signals = {j for w in sched.waits for j in w}
+        plan = self._plans[sched.n_streams] = (frees, shared, counts, signals)
+        return plan
 
     def _run_streams(self, arrays, sched, sink):
         env = self._template[:]
@@ -439,24 +463,29 @@ class MultiStreamMixin:
         self._load_captures(env)
         check = _check_kernels()
         steps = self._steps
-        remaining = dict(self._reader_counts())
+        frees, shared, counts, signals = self._stream_plan(sched)
+        remaining = dict(counts)
         lock = threading.Lock()
-        done = [threading.Event() for _ in steps]
+        done = {j: threading.Event() for j in signals}
         failure = []
         graph_name = self.graph.name
+        waits = sched.waits
+        clock = time.perf_counter_ns
 
         def run_node(i, stream):
             step = steps[i]
-            for j in sched.waits[i]:
+            for j in waits[i]:
                 done[j].wait()
             if failure:
                 raise _Abort()
-            t0 = time.perf_counter_ns() if sink is not None else 0
+            t0 = clock() if sink is not None else 0
             try:
                 if step.kind == _PRIM:
                     r = step.fn(*[env[k] for k in step.ins], **step.attrs)
                     if len(step.outs) == 1 and not step.node.multi:
-                        env[step.outs[0]] = _conform(r, step.node.outputs[0].aval, step.node, check)
+                        if type(r) is not np.ndarray or r.dtype is not step.npdt[0] or check:
+                            r = _conform(r, step.node.outputs[0].aval, step.node, check)
+                        env[step.outs[0]] = r
                     else:
                         for s, a, o in zip(step.outs, r, step.node.outputs):
                             env[s] = _conform(a, o.aval, step.node, check)
@@ -473,18 +502,19 @@ class MultiStreamMixin:
                 err._graph_located = True
                 raise err from e
             if sink is not None:
-                sink.record(step.node.op.name, "graph", stream, t0, time.perf_counter_ns(),
-                            {"graph": graph_name, "node": i})
-            with lock:                  # free what no other node will read (on any stream)
-                for s in set(step.ins):
-                    c = remaining.get(s)
-                    if c is not None:
-                        if c == 1:
-                            del remaining[s]
+                sink.record(step.node.op.name, "graph", stream, t0, clock(), {"graph": graph_name, "node": i})
+            for s in frees[i]:
+                env[s] = None
+            if shared[i]:
+                with lock:              # read from several streams: the last reader to finish frees it
+                    for s in shared[i]:
+                        c = remaining[s] - 1
+                        remaining[s] = c
+                        if c == 0:
                             env[s] = None
-                        else:
-                            remaining[s] = c - 1
-            done[i].set()
+            ev = done.get(i)
+            if ev is not None:
+                ev.set()
 
         def run_stream(stream):
             try:
@@ -494,10 +524,10 @@ class MultiStreamMixin:
                 pass
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 failure.append(e)
-                for ev in done:         # wake every waiting stream so it can stop
+                for ev in done.values():  # wake every waiting stream so it can stop
                     ev.set()
 
-        t_run = time.perf_counter_ns() if sink is not None else 0
+        t_run = clock() if sink is not None else 0
         if sched.n_streams > 1:
             with blas_limit(sched.n_streams):
                 pool = _workers(sched.n_streams - 1)
@@ -508,8 +538,7 @@ class MultiStreamMixin:
         else:
             run_stream(0)
         if sink is not None:
-            sink.record(graph_name, "graph_run", 0, t_run, time.perf_counter_ns(),
-                        {"streams": sched.n_streams, "nodes": len(steps)})
+            sink.record(graph_name, "graph_run", 0, t_run, clock(), {"streams": sched.n_streams, "nodes": len(steps)})
         if failure:
             raise failure[0]
         return [env[s] if s is not None else c for s, c in zip(self._out_slots, self._outputs)]
@@ -528,5 +557,6 @@ def with_streams(executor_cls):
                 {"__doc__": f"{executor_cls.__name__} on one or more streams (graph/streams.py)."})
 
 
-__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "blas_limit", "StreamSchedule", "schedule_streams", "set_multi_stream", "streams_in_use",
-           "multi_stream", "profiling_sink", "set_profiling_sink", "EVENT_COST_S"]
+__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "blas_limit", "StreamSchedule", "schedule_streams",
+           "set_multi_stream", "streams_in_use", "multi_stream", "profiling_sink", "set_profiling_sink",
+           "EVENT_COST_S"]

@@ -1,13 +1,21 @@
-"""LLaMA-family language models: configs and presets, the model, rotary embeddings, generation.
+"""LLaMA-family language models: configs and presets, the model, rotary embeddings, attention
+cores, KV caches (contiguous and paged, with a block manager), sampling and generation, and
+HuggingFace-format weights.
 
     from minispore.llm import Llama, LlamaConfig, get_preset, generate_text
     model = Llama(get_preset("shakespeare-char").model)
+    model = LlamaForCausalLM.from_pretrained("path/to/hf_folder")     # the same class
+    out = model.generate(input_ids, max_new_tokens=32)
 """
 from .config import LlamaConfig, Preset, PRESETS, get_preset
 from .rope import apply_rotary_emb, rope_tables, rotate_half
-from .model import Attention, FeedForward, KVCache, Llama, TransformerBlock, repeat_kv
+from .attention import flash_attention, get_attention, naive_attention, repeat_kv
+from .block_manager import BlockManager, OutOfBlocksError
+from .kv_cache import KVCache, LayerKVCache, PagedKVCache
+from .model import Attention, FeedForward, Llama, TransformerBlock
 from .generate import generate, generate_text, sample_next
 
 __all__ = ["LlamaConfig", "Preset", "PRESETS", "get_preset", "apply_rotary_emb", "rope_tables", "rotate_half",
-           "Attention", "FeedForward", "KVCache", "Llama", "TransformerBlock", "repeat_kv", "generate",
-           "generate_text", "sample_next"]
+           "flash_attention", "get_attention", "naive_attention", "repeat_kv", "BlockManager", "OutOfBlocksError",
+           "KVCache", "LayerKVCache", "PagedKVCache", "Attention", "FeedForward", "Llama", "TransformerBlock",
+           "generate", "generate_text", "sample_next"]

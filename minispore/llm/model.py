@@ -20,7 +20,7 @@ Parameter names follow Meta's LLaMA code with MindSpore's cell names
 Performance notes (this runs eagerly in NumPy, one kernel per op): activations stay 2-D
 (batch*seq, features) between attention blocks so every projection is a single matrix product;
 attention is two batched matmuls over (batch, heads, seq, head_dim) with no Python loop over
-heads; the RoPE tables and the causal mask are computed once, in `Llama.__init__`.
+heads; the RoPE tables are computed once, in `Llama.__init__`.
 """
 from __future__ import annotations
 
@@ -33,17 +33,25 @@ from ..common.errors import OpTypeError, OpValueError
 from ..common.initializer import Normal
 from ..common.tensor import Tensor
 from ..ops import functional as F
+from .attention import get_attention, naive_attention, repeat_kv
 from .config import LlamaConfig
+from .kv_cache import KVCache, PagedKVCache
 from .rope import apply_rotary_emb, rope_tables
 
 
 class Attention(nn.Cell):
-    """Causal multi-head attention with rotary embeddings and grouped-query (shared) key/value heads."""
+    """Causal multi-head attention with rotary embeddings and grouped-query (shared) key/value heads.
 
-    def __init__(self, cfg: LlamaConfig):
+    The attention core is `attention_fn` (attention.py: naive or flash); where keys and values
+    come from is the cache's business (none in training, a contiguous or paged KV cache when
+    generating). The projections and rotations around them are the same in every case.
+    """
+
+    def __init__(self, cfg: LlamaConfig, attention_fn=naive_attention):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.n_rep = cfg.n_heads // cfg.n_kv_heads
+        self.attention_fn = attention_fn
         std, proj_std = cfg.init_std, cfg.init_std / math.sqrt(2 * cfg.n_layers)
         q_dim, kv_dim = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
         self.wq = nn.Dense(cfg.dim, q_dim, weight_init=Normal(std), has_bias=False)
@@ -55,12 +63,12 @@ class Attention(nn.Cell):
         self.attn_dropout = nn.Dropout(p=cfg.dropout)
         self.resid_dropout = nn.Dropout(p=cfg.dropout)
 
-    def construct(self, x, batch, rope_q, rope_k, mask, cache=None):
+    def construct(self, x, batch, rope_q, rope_k, cache=None):
         """x: (batch*seq, dim) -> (batch*seq, dim).
 
-        rope_q/rope_k: (cos, sin) tables for these positions, shaped (seq, 1, head_dim) so they
-        broadcast over heads; mask: additive (seq, keys) causal mask or None; cache: this layer's
-        `LayerKVCache` (inference) or None.
+        rope_q/rope_k: (cos, sin) tables for these positions, shaped (seq, 1, head_dim) (or
+        (batch, seq, 1, head_dim) when rows sit at different positions) so they broadcast over
+        heads; cache: this layer's part of a KV cache (inference) or None (a causal forward).
         """
         n = x.shape[0]
         seq = n // batch
@@ -74,25 +82,12 @@ class Attention(nn.Cell):
         q = F.transpose(q, (0, 2, 1, 3))
         k = F.transpose(k, (0, 2, 1, 3))
         v = F.transpose(v, (0, 2, 1, 3))
-        if cache is not None:
-            k, v = cache.update(k, v)
-        k, v = repeat_kv(k, self.n_rep), repeat_kv(v, self.n_rep)
-        scores = F.matmul(q, F.transpose(k, (0, 1, 3, 2)))      # (B, H, T, S)
-        if mask is not None:
-            scores = scores + mask
-        probs = self.attn_dropout(F.softmax(scores, -1))
-        out = F.matmul(probs, v)                                  # (B, H, T, hd)
+        if cache is None:
+            out = self.attention_fn(q, k, v, causal=True, discard=None, dropout=self.attn_dropout)
+        else:
+            out = cache.attend(q, k, v, self.attention_fn)                 # (B, H, T, hd)
         out = F.reshape(F.transpose(out, (0, 2, 1, 3)), (n, self.n_heads * self.head_dim))
         return self.resid_dropout(self.wo(out))
-
-
-def repeat_kv(x, n_rep: int):
-    """(B, Hkv, S, hd) -> (B, Hkv*n_rep, S, hd): each key/value head serves n_rep query heads."""
-    if n_rep == 1:
-        return x
-    b, h, s, d = x.shape
-    x = F.broadcast_to(F.expand_dims(x, 2), (b, h, n_rep, s, d))
-    return F.reshape(x, (b, h * n_rep, s, d))
 
 
 class FeedForward(nn.Cell):
@@ -114,76 +109,65 @@ class FeedForward(nn.Cell):
 class TransformerBlock(nn.Cell):
     """Pre-norm block: x + attention(norm(x)), then + feed_forward(norm(.))."""
 
-    def __init__(self, cfg: LlamaConfig):
+    def __init__(self, cfg: LlamaConfig, attention_fn=naive_attention):
         super().__init__()
         self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        self.attention = Attention(cfg)
+        self.attention = Attention(cfg, attention_fn)
         self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def construct(self, x, batch, rope_q, rope_k, mask, cache=None):
-        h = x + self.attention(self.attention_norm(x), batch, rope_q, rope_k, mask, cache)
+    def construct(self, x, batch, rope_q, rope_k, cache=None):
+        h = x + self.attention(self.attention_norm(x), batch, rope_q, rope_k, cache)
         return h + self.feed_forward(self.ffn_norm(h))
-
-
-class LayerKVCache:
-    """The keys and values one attention layer has seen so far, (B, Hkv, S, hd) each.
-
-    New entries are appended with `concat`; contexts here are short (max_seq_len), so the copy
-    this costs is negligible next to recomputing every earlier position at every step.
-    """
-
-    def __init__(self):
-        self.k = self.v = None
-
-    def update(self, k, v):
-        if self.k is not None:
-            k = F.concat((self.k, k), axis=2)
-            v = F.concat((self.v, v), axis=2)
-        self.k, self.v = k, v
-        return k, v
-
-
-class KVCache:
-    """Per-layer key/value caches plus the number of positions already processed."""
-
-    def __init__(self, n_layers: int):
-        self.layers = [LayerKVCache() for _ in range(n_layers)]
-        self.length = 0
 
 
 class Llama(nn.Cell):
     """The LLaMA decoder. `model(tokens)` maps int ids (B, T) to logits (B, T, vocab_size).
 
-    `model(tokens, cache=KVCache(...))` runs incrementally: the tokens continue the sequence the
-    cache holds (positions cache.length ..), and the cache grows by T positions.
+    `model(tokens, cache=...)` runs incrementally: each row's tokens continue the sequence the
+    cache holds, and the cache grows by T positions (kv_cache.py: `model.new_cache()` for a
+    contiguous cache, `PagedKVCache(...).batch(ids)` for a paged one). The same parameters train
+    (`model.loss`) and generate (`model.generate`): there is one class, with no conversion step.
+
+    `attention` picks the attention core (attention.py): "naive" (materialize the scores),
+    "flash" (tiled `ops.flash_attention_score`), or "auto" (flash when the fused ops exist).
+    HuggingFace calls this class `LlamaForCausalLM`; `from_pretrained` / `save_pretrained` read
+    and write its folders (hf.py).
     """
 
-    def __init__(self, cfg: LlamaConfig):
+    def __init__(self, cfg: LlamaConfig, attention: str = "auto"):
         super().__init__()
         if not isinstance(cfg, LlamaConfig):
             raise OpTypeError("Llama", "a LlamaConfig", type(cfg).__name__)
         self.config = cfg
+        self.attention_impl = attention
+        attention_fn = get_attention(attention)
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim, embedding_table=Normal(cfg.init_std))
         self.dropout = nn.Dropout(p=cfg.dropout)
-        self.layers = nn.CellList([TransformerBlock(cfg) for _ in range(cfg.n_layers)])
+        self.layers = nn.CellList([TransformerBlock(cfg, attention_fn) for _ in range(cfg.n_layers)])
         self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         if not cfg.tie_embeddings:
             self.output = nn.Dense(cfg.dim, cfg.vocab_size, weight_init=Normal(cfg.init_std), has_bias=False)
         # constant tables, computed once in float64 and cast per dtype on first use
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta, dtype=np.float64)
         self._rope64 = (cos[:, None, :], sin[:, None, :])         # (T, 1, hd): broadcast over heads
-        self._mask64 = np.triu(np.full((cfg.max_seq_len, cfg.max_seq_len), -np.inf), k=1)
         self._consts = {}
 
+    def set_attention(self, attention: str):
+        """Switch every layer's attention core ("naive", "flash", "auto"); weights are untouched."""
+        fn = get_attention(attention)
+        self.attention_impl = attention
+        for layer in self.layers:
+            layer.attention.attention_fn = fn
+
     def _constants(self, np_dtype):
-        """(cos, sin, cos_q, sin_q, mask) as arrays of the model's dtype. Attention scores are
+        """(cos, sin, cos_q, sin_q) as arrays of the model's dtype. Attention scores are
         q.k / sqrt(head_dim); folding that scale into q's rotation tables saves a multiply."""
         c = self._consts.get(np_dtype)
         if c is None:
             scale = 1.0 / math.sqrt(self.config.head_dim)
             cos, sin = self._rope64
-            c = tuple(a.astype(np_dtype) for a in (cos, sin, cos * scale, sin * scale, self._mask64))
+            c = tuple(a.astype(np_dtype) for a in (cos, sin, cos * scale, sin * scale))
             self._consts[np_dtype] = c
         return c
 
@@ -195,31 +179,43 @@ class Llama(nn.Cell):
         """(N, dim) final hidden states -> (N, vocab) logits."""
         return F.matmul(h, F.transpose(self.head_weight(), (1, 0)))
 
-    def forward_2d(self, tokens, cache=None):
-        """Logits as a (B*T, vocab) matrix (what the loss wants; `construct` reshapes it)."""
+    def _check_tokens(self, tokens):
         if not isinstance(tokens, Tensor):
             raise OpTypeError("Llama", "tokens as an integer Tensor of shape (batch, seq)", type(tokens).__name__)
         if tokens.ndim != 2 or tokens.dtype.kind not in ("int", "uint"):
             raise OpValueError("Llama", "tokens as an integer Tensor of shape (batch, seq)",
                                f"{tokens.dtype} of shape {tuple(tokens.shape)}")
+
+    def forward_2d(self, tokens, cache=None, last_only=False):
+        """Logits as a (B*T, vocab) matrix (what the loss wants; `construct` reshapes it).
+
+        `last_only=True` computes the logits of each row's last position only, (B, vocab): all a
+        generation step needs (the output head is the biggest matmul of a small model).
+        """
+        self._check_tokens(tokens)
         batch, seq = tokens.shape
-        start = cache.length if cache is not None else 0
-        if seq == 0 or start + seq > self.config.max_seq_len:
-            raise OpValueError("Llama", f"1 to {self.config.max_seq_len - start} new positions (max_seq_len "
-                               f"{self.config.max_seq_len}, {start} already cached)", f"{seq}")
+        max_len = self.config.max_seq_len
+        if cache is None:
+            if seq == 0 or seq > max_len:
+                raise OpValueError("Llama", f"1 to {max_len} positions (max_seq_len {max_len})", f"{seq}")
+            positions = 0
+        else:
+            positions = cache.begin(batch, seq, max_len, tokens=tokens.asnumpy())
         h = self.tok_embeddings(tokens)
-        cos, sin, cos_q, sin_q, mask = self._constants(h.dtype.np)
-        pos = slice(start, start + seq)
+        cos, sin, cos_q, sin_q = self._constants(h.dtype.np)
+        if isinstance(positions, (int, np.integer)):
+            pos = slice(int(positions), int(positions) + seq)       # every row at the same positions
+        else:
+            pos = positions                                          # (B, T): tables become (B, T, 1, hd)
         rope_q = (Tensor(cos_q[pos]), Tensor(sin_q[pos]))
         rope_k = (Tensor(cos[pos]), Tensor(sin[pos]))
-        # the causal mask for queries start..start+seq-1 over keys 0..start+seq-1; a single new
-        # query may attend to everything, so decoding needs no mask
-        mask_t = Tensor(mask[pos, :start + seq]) if seq > 1 else None
         h = F.reshape(self.dropout(h), (batch * seq, self.config.dim))
         for i, layer in enumerate(self.layers):
-            h = layer(h, batch, rope_q, rope_k, mask_t, cache.layers[i] if cache is not None else None)
+            h = layer(h, batch, rope_q, rope_k, cache.layers[i] if cache is not None else None)
         if cache is not None:
-            cache.length = start + seq
+            cache.end(seq)
+        if last_only:
+            h = F.reshape(h, (batch, seq, self.config.dim))[:, seq - 1] if seq > 1 else h
         return self.hidden_to_logits(self.norm(h))
 
     def construct(self, tokens, cache=None):
@@ -231,11 +227,16 @@ class Llama(nn.Cell):
         logits = self.forward_2d(tokens)
         return F.cross_entropy(logits, F.reshape(targets, (-1,)))
 
-    def new_cache(self) -> KVCache:
-        return KVCache(self.config.n_layers)
+    def new_cache(self, capacity: int | None = None, pad=None) -> KVCache:
+        """A contiguous KV cache (see kv_cache.KVCache for `capacity` and left-padding `pad`)."""
+        return KVCache(self.config.n_layers, capacity=capacity, pad=pad)
+
+    def new_paged_cache(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True):
+        """A paged KV cache of `num_blocks` blocks of `block_size` positions (kv_cache.PagedKVCache)."""
+        return PagedKVCache(self.config, num_blocks, block_size, enable_prefix_caching)
 
     def num_params(self) -> int:
         return sum(p.size for p in self.trainable_params())
 
 
-__all__ = ["Attention", "FeedForward", "TransformerBlock", "Llama", "KVCache", "LayerKVCache", "repeat_kv"]
+__all__ = ["Attention", "FeedForward", "TransformerBlock", "Llama", "repeat_kv"]

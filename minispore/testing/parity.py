@@ -181,12 +181,12 @@ def _run_grad(info, args, kwargs, positions, weights_seed):
     return [x.asnumpy() for x in g]
 
 
-def _on(backend_name, fn):
-    """Run fn() with `backend_name` as the current backend; restore the previous one after."""
-    previous = registry.current_backend().name
-    if previous == backend_name:
+def _on(backend, fn):
+    """Run fn() with `backend` (a Backend) current; restore the previous one after."""
+    previous = registry.current_backend()
+    if previous is backend:
         return fn()
-    registry.use_backend(backend_name)
+    registry.use_backend(backend)
     try:
         return fn()
     finally:
@@ -215,7 +215,7 @@ def run_case(backend, case: ParityCase, skip: dict | None = None) -> ParityRow:
         rng_state = context.get_rng_state()               # random ops draw the same numbers on both
         before = backend.fallbacks.get(prim, 0)
         try:
-            got = _on(backend.name, lambda: run(args))
+            got = _on(backend, lambda: run(args))
         except Exception as e:                            # noqa: BLE001 - reported in the row
             return ParityRow(info.name, prim, label, float("inf"), tol_used, ERROR, n,
                              f"{sample!r}: {type(e).__name__}: {str(e)[:200]}")
@@ -225,7 +225,7 @@ def run_case(backend, case: ParityCase, skip: dict | None = None) -> ParityRow:
         after = context.get_rng_state()
         context.set_rng_state(rng_state)
         try:
-            ref = _on("CPU", lambda: run(ref_args))
+            ref = _on(registry.get_backend("CPU"), lambda: run(ref_args))
         finally:
             context.set_rng_state(after)
         n += 1

@@ -246,3 +246,36 @@ def test_out_of_device_memory_is_a_minispore_error_through_eager_staging():
     with pytest.raises(MinisporeRuntimeError, match="out of device memory"):
         ops.neg(ms.Tensor(np.zeros(1000, np.float32)))
     assert toy.live_buffers == 0                                    # the input was freed on the way out
+
+
+def test_to_device_keeps_0d_shapes():
+    for b in (get_backend("CPU"), QueueToyBackend()):
+        t = b.to_device(np.array(2.5, np.float32))
+        assert t.shape == () and t.nbytes == 4
+        assert b.to_host(t).shape == () and float(b.to_host(t)) == 2.5
+
+
+def test_graph_executor_defaults_to_the_core_executors():
+    assert QueueToyBackend().graph_executor(object()) is None
+
+
+def test_host_backend_is_a_complete_backend_with_counted_fallbacks():
+    from minispore.backend import HostBackend
+
+    class Tiny(HostBackend):
+        name = "Tiny"
+
+        def __init__(self):
+            super().__init__()
+            self.kernels = {"add": lambda a, b: np.add(a, b) + 1}
+
+    register_backend("Tiny", Tiny)
+    ms.set_context(device_target="Tiny")
+    x = ms.Tensor(np.zeros(3, np.float32))
+    np.testing.assert_array_equal((x + x).asnumpy(), [1, 1, 1])
+    with pytest.warns(BackendFallbackWarning, match="Tiny has no kernel for 'sub'"):
+        x - x
+    tiny = get_backend("Tiny")
+    assert tiny.fallbacks == {"sub": 1} and tiny.implements("add") and not tiny.implements("sub")
+    t = tiny.to_device(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(tiny.as_array(t), [0, 1, 2, 3])

@@ -153,3 +153,15 @@ def test_the_environment_variable_turns_it_on_at_import():
     env["MINISPORE_VALIDATE_WITH_CPU"] = "0"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.strip() == "False", r.stderr
+
+
+def test_an_eager_kernel_staged_into_a_device_kernel_is_validated():
+    toy = QueueToyBackend(kernels={"sub": lambda a, b: np.subtract(b, a)})       # operands swapped
+    x = toy.to_device(np.array([1.0, 2.0], np.float32))
+    y = toy.to_device(np.array([5.0, 5.0], np.float32))
+    out = DeviceTensor(toy.alloc(8), (2,), ms.float32)
+    toy.device_kernel_for(get_primitive("sub"))([x, y], [out], {}, toy.default_stream)   # not validating
+    np.testing.assert_array_equal(toy.to_host(out), [4.0, 3.0])
+    with validate_with_cpu():
+        with pytest.raises(MinisporeRuntimeError, match="For 'sub', backend 'QueueToy' differs"):
+            toy.device_kernel_for(get_primitive("sub"))([x, y], [out], {}, toy.default_stream)

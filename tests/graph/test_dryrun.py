@@ -265,6 +265,7 @@ def test_cli_dryrun(tmp_path, capsys):
     assert "Used peak memory usage (without fragments)" in out and "adamw_update" in out
     d = json.loads(js.read_text())
     assert d["train"] and d["num_params"] == get_preset("shakespeare-char").model.num_params()
+    assert len(d["nodes"]) == d["num_nodes"] and max(n["live_bytes"] for n in d["nodes"]) == d["used_peak_bytes"]
     assert (tmp_path / "m.png").exists()
     assert main(["dryrun", "--model", "shakespeare-char", "--batch", "0"]) == 1
     assert "dryrun" in capsys.readouterr().err
@@ -315,8 +316,8 @@ def test_lazy_inline_calls_are_costed_and_planned_like_the_inlined_model():
 
     class LazyBlock(llama_model.TransformerBlock):
         @ms.lazy_inline
-        def __init__(self, cfg):
-            super().__init__(cfg)
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
 
     cfg = LlamaConfig(vocab_size=65, dim=32, n_layers=3, n_heads=4, max_seq_len=16)
     saved = llama_model.TransformerBlock

@@ -19,7 +19,6 @@ from minispore.common.errors import MinisporeRuntimeError
 from minispore.graph.codegen import build as B
 from minispore.graph.codegen import fusible_ops as T
 from minispore.graph.executor import O0Executor
-from minispore.graph.ir import Graph
 from minispore.graph.o1 import O1Executor
 from minispore.graph.passes import fusion
 from minispore.graph.passes.fusion import FusedPrimitive, fuse
@@ -240,6 +239,15 @@ def test_softmax_is_one_kernel_reading_its_input_once():
     assert len(nodes[0].inputs) == 1
     src = nodes[0].op.c_source
     assert src.count("o0[r * 50L + c] =") == 1            # the output is written once per element
+    assert src.count("expf(") == 1 and "s2[c] = v2;" in src  # exp is kept for the last pass, not redone
+
+
+@needs_cc
+def test_long_rows_recompute_instead_of_keeping_a_row_buffer():
+    x = T32(2, 5000, seed=6)                               # 20 KB rows: over the row-buffer limit
+    r = check_fused(softmax_ops, x)
+    src = fused_nodes(r.graph)[0].op.c_source
+    assert "kept for a later pass" not in src and src.count("expf(") == 2
 
 
 @needs_cc
@@ -357,6 +365,28 @@ def test_non_contiguous_and_scalar_inputs():
     x = T32(6, 8)
     s = ms.Tensor(np.float32(0.5))
     check_fused(f, x, s)
+
+
+@needs_cc
+def test_views_read_by_strides_join_the_group_that_reads_them():
+    """reshape/broadcast_to/transpose whose only reader is a group join it: the kernel reads the
+    view's input with the view's strides (no copy); a view that something else reads stays out."""
+    w = T32(8, 6, seed=3)
+
+    def f(x, b):
+        t = ops.transpose(x, (0, 2, 1, 3))                 # read only by the chain: joins it
+        y = ops.exp(t * 0.5) + ops.broadcast_to(ops.reshape(b, (1, 1, 1, 6)), (2, 4, 3, 6))
+        u = ops.transpose(x, (0, 1, 3, 2))                 # also read by a matmul: stays out
+        return y, ops.tanh(u * 2.0) - 1.0, ops.matmul(ops.reshape(u, (24, 6)), w.T)
+
+    r = check_fused(f, T32(2, 3, 4, 6), T32(6, seed=1))
+    nodes = fused_nodes(r.graph)
+    first = [n for n in nodes if "exp" in n.op.members][0].op
+    assert first.members[0] == "transpose" and "broadcast_to" in first.members
+    assert first.spec.inputs[0].strides == (72, 6, 24, 1)           # (2,4,3,6) read through x's buffer
+    second = [n for n in nodes if "tanh" in n.op.members][0].op
+    assert "transpose" not in second.members
+    assert sum(n.op.name == "transpose" for n in r.graph.nodes) >= 1
 
 
 @needs_cc

@@ -158,7 +158,8 @@ def control_flow_graph():
     cond_g = sub("cond", [x_aval, s_aval], lambda b, u, i: [_node(b, "less", i, 3.0)])
     body_g = sub("body", [x_aval, s_aval], lambda b, u, i: [_node(b, "add", _node(b, "mul", u, 0.5), 0.125),
                                                             _node(b, "add", i, 1.0)])
-    callee = sub("sig", [x_aval, x_aval], lambda b, a, c: [_node(b, "sigmoid", _node(b, "add", _node(b, "mul", a, c), 1.0))])
+    callee = sub("sig", [x_aval, x_aval],
+                 lambda b, a, c: [_node(b, "sigmoid", _node(b, "add", _node(b, "mul", a, c), 1.0))])
     b = GraphBuilder("main")
     x, c = b.param(x_aval), b.param(s_aval)
     cond = _node(b, "greater", c, 0.0)
@@ -190,6 +191,34 @@ def test_control_flow_subgraphs_are_fused_and_sunk():
             assert float(got[1]) == 3.0
             assert rel_err(got[0], want[0]) <= 1e-6
             np.testing.assert_allclose(O1Executor(g).run(*_inputs(c))[0], want[0], rtol=1e-6)
+
+
+def test_captures_are_reread_after_a_host_call_that_rebinds_them():
+    """A host call may give a Parameter new storage (set_data): kernels after it must read the new
+    data - including fused kernels, whose pointers O2 takes once per run."""
+    p = ms.Parameter(T32(3, 4, seed=7), name="p")
+    new = T32(3, 4, seed=8)
+
+    def rebind(x):
+        p.set_data(new)
+        return 0
+
+    b = GraphBuilder("main")
+    x = b.param(_aval((3, 4)))
+    pv = b.capture(p)
+    before = _node(b, "add", _node(b, "exp", _node(b, "mul", pv, 0.5)), x)
+    from minispore.graph.ir import HOST_CALL, OPAQUE, Slot
+    b.add_structural(HOST_CALL, [x], {"fn": rebind, "template": ((Slot(0),), {}), "name": "rebind"}, [OPAQUE])
+    after = _node(b, "add", _node(b, "exp", _node(b, "mul", pv, 0.5)), x)
+    g = b.finish([before, after])
+    verify(g)
+    xs = T32(3, 4, seed=9)._data
+    old = p.asnumpy().copy()
+    for ex in (O2Executor(g), O2Executor(g, arena=False)):
+        p.set_data(ms.Tensor(old))
+        got = ex.run(xs)
+        np.testing.assert_allclose(got[0], np.exp(old * 0.5) + xs, rtol=1e-6)
+        np.testing.assert_allclose(got[1], np.exp(new.asnumpy() * 0.5) + xs, rtol=1e-6)
 
 
 # -- the generated function ------------------------------------------------------------------------------
@@ -244,7 +273,7 @@ def test_arena_mode_writes_into_planned_buffers_and_copies_outputs_out():
     assert not np.shares_memory(first[0], second[0])
     assert ex.arena.high_water <= ex.memory_plan.peak_bytes
     assert "_b_v" in ex.source and "_p_v" in ex.source        # planned buffers and their pointers
-    assert "_matmul_into" in ex.source                       # matmul writes into its buffer
+    assert "_np_matmul(" in ex.source                        # matmul writes into its buffer (out=)
     heap = O2Executor(g, arena=False)
     assert heap.memory_plan is None and "_b_v" not in heap.source
     for a, b in zip(heap.run(x._data, w._data), want):

@@ -14,6 +14,10 @@ a reduction, exactly the reduced axes). Every kernel is one loop over rows; per 
         <row outputs: store each once>
     }
 
+A full-size value one pass computes and a later pass needs (softmax's `exp(x - max)`, needed by
+the sum and by the division) is kept in a row buffer `s<i>[C]` (on the stack, in L1) when a row
+is at most STASH_BYTES long; longer rows recompute it.
+
 A pure elementwise group has no stages: just the final loop. Each input is read from memory once
 per row (later passes over the same row hit the cache), each output written once. Values inside
 the loop are C locals (`v3`), never memory. Loops carry `#pragma omp simd` (compiled with
@@ -35,11 +39,20 @@ from dataclasses import dataclass, field
 
 from . import fusible_ops as T
 
+STASH_BYTES = 16384     # a row this short keeps values between passes in a stack buffer (in L1)
+
 
 @dataclass
 class InputSpec:
     ctype: T.CType
     shape: tuple                 # the shape the kernel reads (a reshape member may reinterpret it)
+    strides: tuple = None        # element strides of that shape in the buffer (None: C order; a
+                                 # transpose member reads its input's buffer with permuted strides)
+    nelems: int = None           # elements in the buffer (default: the product of `shape`)
+
+    @property
+    def buffer_elems(self):
+        return self.nelems if self.nelems is not None else _prod(self.shape)
 
 
 @dataclass
@@ -102,21 +115,24 @@ def _index_terms(var, dims, in_dims, in_strides):
 class _Access:
     """Where input j's element (r, c) is: `base` (per row) and the column kind/expression."""
 
-    def __init__(self, shape, domain, split):
+    def __init__(self, shape, domain, split, strides=None):
         nd = len(domain)
-        aligned = (1,) * (nd - len(shape)) + tuple(shape)
-        strides = _strides(aligned)
+        pad = nd - len(shape)
+        aligned = (1,) * pad + tuple(shape)
+        st = [0] * pad + list(strides if strides is not None else _strides(tuple(shape)))
+        st = [0 if d == 1 else x for d, x in zip(aligned, st)]          # a size-1 dim is never stepped
         rdims, cdims = domain[:nd - split], domain[nd - split:]
         r_in, c_in = aligned[:nd - split], aligned[nd - split:]
-        r_st, c_st = strides[:nd - split], strides[nd - split:]
+        r_st, c_st = st[:nd - split], st[nd - split:]
+        c_order = [0 if d == 1 else x for d, x in zip(aligned, _strides(aligned))]
         c_size = _prod(c_in)
-        if tuple(r_in) == tuple(rdims):
+        if tuple(r_in) == tuple(rdims) and r_st == c_order[:nd - split]:
             self.base = f"r * {c_size}L" if c_size != 1 else "r"
         elif all(s == 1 for s in r_in):
             self.base = "0"
         else:
             self.base = _index_terms("r", rdims, r_in, r_st)
-        if tuple(c_in) == tuple(cdims) and _prod(cdims) != 1:
+        if tuple(c_in) == tuple(cdims) and _prod(cdims) != 1 and c_st == c_order[nd - split:]:
             self.col = "contig"
         elif all(s == 1 for s in c_in):
             self.col = "bcast"
@@ -129,7 +145,7 @@ class _Access:
 class _Gen:
     def __init__(self, spec: KernelSpec):
         self.spec = spec
-        self.acc = [_Access(i.shape, spec.domain, spec.split) for i in spec.inputs]
+        self.acc = [_Access(i.shape, spec.domain, spec.split, i.strides) for i in spec.inputs]
         self.level = self._levels()
 
     def _levels(self):
@@ -191,6 +207,36 @@ class _Gen:
             used.update(x[1] for x in self.deps(i) if x[0] == "i")
         return sorted(used)
 
+    def _plan_loops(self, max_level, full_outs):
+        """The passes over a row and what each computes. A full-size value computed in one pass and
+        needed by a later one is kept in a per-row buffer (`s3[c]`, in L1) instead of being
+        recomputed - softmax's exp is computed once - when the row is short enough."""
+        spec, members = self.spec, self.spec.members
+        loops = []                                    # (stage, reductions, targets)
+        for stage in range(1, max_level + 1):
+            reds = [i for i, m in enumerate(members) if m.role == "reduce" and self.level[i] == stage]
+            if reds:
+                loops.append((stage, reds, [x[1] for x in (members[i].operands[0] for i in reds) if x[0] == "m"]))
+        if full_outs:
+            loops.append((max_level + 1, [], full_outs))
+        width = max((m.ctype.dtype.itemsize for m in members), default=4)
+        stash_ok = len(loops) > 1 and spec.cols * width <= STASH_BYTES
+        avail, stash, plans = set(), set(), []
+        for stage, reds, targets in loops:
+            rows_done = {i for i, m in enumerate(members) if m.role in ("row", "reduce") and self.level[i] < stage}
+            need = self.closure(targets, rows_done | avail)
+            loads = {x[1] for i in need for x in self.deps(i) if x[0] == "m" and x[1] in avail}
+            loads |= {t for t in targets if t in avail}
+            for i in reds:
+                x = members[i].operands[0]
+                if x[0] == "m" and x[1] in avail:
+                    loads.add(x[1])
+            stash |= loads
+            plans.append((stage, reds, targets, need, sorted(loads)))
+            if stash_ok:
+                avail.update(i for i in need if members[i].role == "full")
+        return plans, stash
+
     def generate(self, symbol):
         spec = self.spec
         R, C = spec.rows, spec.cols
@@ -207,6 +253,12 @@ class _Gen:
             lines.append(f"    {t} *restrict o{k} = ({t} *)o{k}_;")
         for j, i in enumerate(ins):
             lines.append(f"    const {i.ctype.c} *restrict in{j} = (const {i.ctype.c} *)i{j}_;")
+        members = spec.members
+        max_level = max(self.level, default=0)
+        full_outs = [mi for mi in spec.outputs if members[mi].role == "full"]
+        plans, stash = self._plan_loops(max_level, full_outs)
+        for i in sorted(stash):
+            lines.append(f"    {members[i].ctype.c} s{i}[{C}];   /* kept for a later pass over the row */")
         lines.append(f"    for (long r = 0; r < {R}L; r++) {{")
         body = []
         # per-row input bases; column-broadcast inputs are row values: load them here
@@ -215,12 +267,10 @@ class _Gen:
             if a.col == "bcast":
                 body.append(f"const {ins[j].ctype.c} x{j} = in{j}[b{j}];")
         row_inputs = {j for j, a in enumerate(self.acc) if a.col == "bcast"}
-        members = spec.members
         out_of = {}
         for k, mi in enumerate(spec.outputs):
             out_of.setdefault(mi, []).append(k)
         done: set = set()                       # row-level members computed so far
-        max_level = max(self.level, default=0)
 
         def row_section(level):
             for i, m in enumerate(members):
@@ -233,28 +283,25 @@ class _Gen:
                         body.append(f"o{k}[r] = v{i};")
 
         row_section(0)
+        by_stage = {p[0]: p for p in plans}
         for stage in range(1, max_level + 1):
-            reds = [i for i, m in enumerate(members) if m.role == "reduce" and self.level[i] == stage]
-            if not reds:
-                row_section(stage)
-                continue
-            feeds = [members[i].operands[0] for i in reds]
-            targets = [x[1] for x in feeds if x[0] == "m"]
-            self._loop(body, reds, targets, done, row_inputs, C)
-            done.update(reds)
+            if stage in by_stage:
+                _, reds, targets, need, loads = by_stage[stage]
+                self._loop(body, reds, targets, need, loads, stash, row_inputs, C)
+                done.update(reds)
             row_section(stage)
-        full_outs = [mi for mi in spec.outputs if members[mi].role == "full"]
         if full_outs:
-            self._loop(body, [], full_outs, done, row_inputs, C, out_of=out_of)
+            _, reds, targets, need, loads = by_stage[max_level + 1]
+            self._loop(body, [], targets, need, loads, stash, row_inputs, C, out_of=out_of)
         lines += ["        " + s for s in body]
         lines.append("    }")
         lines.append("}")
         return "\n".join(lines)
 
-    def _loop(self, body, reds, targets, done, row_inputs, C, out_of=None):
-        """One pass over the columns: compute `targets`, accumulate reductions `reds`, store outputs."""
+    def _loop(self, body, reds, targets, need, loads, stash, row_inputs, C, out_of=None):
+        """One pass over the columns: load kept values, compute `need`, accumulate reductions `reds`,
+        keep values later passes need, store outputs."""
         members = self.spec.members
-        need = self.closure(targets, done)
         red_inputs = [members[i].operands[0] for i in reds]
         used_inputs = set(self.inputs_of(need)) | {x[1] for x in red_inputs if x[0] == "i"}
         clauses = []
@@ -275,8 +322,12 @@ class _Gen:
             a = self.acc[j]
             col = "c" if a.col == "contig" else a.col_expr
             inner.append(f"const {self.spec.inputs[j].ctype.c} x{j} = in{j}[b{j} + {col}];")
+        for i in loads:
+            inner.append(f"const {members[i].ctype.c} v{i} = s{i}[c];")
         for i in need:
             inner.append(f"const {members[i].ctype.c} v{i} = {self.expression(i)};")
+            if i in stash:
+                inner.append(f"s{i}[c] = v{i};")
         for i, ref in zip(reds, red_inputs):
             kind = T.REDUCTIONS[members[i].op]
             t = members[i].ctype

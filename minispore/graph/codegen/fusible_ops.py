@@ -164,8 +164,9 @@ _rule("floor")(lambda a, t, at, raw: f"{t.fn('floor')}({a[0]})")
 _rule("ceil")(lambda a, t, at, raw: f"{t.fn('ceil')}({a[0]})")
 _rule("round")(lambda a, t, at, raw: f"{t.fn('rint')}({a[0]})")     # half to even, as np.round
 
-# identities: a copy, a gradient barrier, and a broadcast read (the fused loop broadcasts by strides)
-for _name in ("copy", "stop_gradient", "broadcast_to", "reshape"):
+# identities: a copy, a gradient barrier, and reads through a view (the fused loop broadcasts,
+# reinterprets and transposes by strides)
+for _name in ("copy", "stop_gradient", "broadcast_to", "reshape", "transpose"):
     _rule(_name, float_only=False)(lambda a, t, at, raw: a[0])
 
 # constants shaped like their input (the input is never read)
@@ -241,7 +242,7 @@ REDUCTIONS = {"reduce_sum": "sum", "reduce_mean": "mean", "reduce_max": "max", "
 VECTOR_MATH = ("exp", "log", "tanh", "erf", "erfc", "expm1", "log1p", "sin", "cos", "pow")
 
 # ops that only re-read memory (the fusion pass does not count them as work worth a kernel)
-FREE_OPS = frozenset(("copy", "stop_gradient", "broadcast_to", "reshape"))
+FREE_OPS = frozenset(("copy", "stop_gradient", "broadcast_to", "reshape", "transpose"))
 
 
 def operand_types(rule: Rule, out_t: CType, in_types: list):

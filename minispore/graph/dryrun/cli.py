@@ -31,7 +31,8 @@ def add_dryrun_args(parser):
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                         help="parameter and activation dtype (default: float32)")
     parser.add_argument("--plot", metavar="FILE", default=None, help="save the memory timeline plot (PNG/SVG)")
-    parser.add_argument("--json", metavar="FILE", default=None, help="write the report as JSON")
+    parser.add_argument("--json", metavar="FILE", default=None,
+                        help="write the report as JSON (with one record per node: memory, FLOPs, time)")
     parser.add_argument("--top", type=int, default=15, help="rows of the per-op table (default: 15)")
 
 
@@ -70,7 +71,7 @@ def run_dryrun(args) -> int:
         report.plot(args.plot)
         print(f"\nmemory timeline written to {args.plot}")
     if args.json:
-        report.to_json(args.json)
+        report.to_json(args.json, include_nodes=True)
         print(f"report written to {args.json}")
     print(f"\ndryrun took {time.perf_counter() - t0:.2f} s (no kernel ran, no weight memory was allocated)")
     return 0

@@ -297,9 +297,10 @@ class DryRunReport:
     def _repr_pretty_(self, p, cycle):             # IPython shows the text report
         p.text(str(self))
 
-    def to_dict(self) -> dict:
-        """A deterministic, JSON-serialisable summary (no timings of this run)."""
-        return {
+    def to_dict(self, include_nodes: bool = False) -> dict:
+        """A deterministic, JSON-serialisable summary (no timings of this run). `include_nodes`
+        adds one record per node (op, phase, source, output bytes, live bytes, FLOPs, time)."""
+        d = {
             "name": self.name, "train": self.train, "device": self.device.name,
             "num_nodes": len(self.graph.nodes), "num_params": self.num_params,
             "static_bytes": dict(self.static), "arena_bytes": self.arena_bytes,
@@ -312,9 +313,12 @@ class DryRunReport:
             "ops": [{"op": op, "calls": c, "flops": f, "bytes_moved": m, "bytes_allocated": a, "time_s": t}
                     for op, c, f, m, a, t in self.op_table(0)],
         }
+        if include_nodes:
+            d["nodes"] = [dict(vars(n)) for n in self.nodes]
+        return d
 
-    def to_json(self, path=None, indent=1) -> str:
-        s = json.dumps(self.to_dict(), indent=indent, sort_keys=True)
+    def to_json(self, path=None, indent=1, include_nodes: bool = False) -> str:
+        s = json.dumps(self.to_dict(include_nodes), indent=indent, sort_keys=True)
         if path is not None:
             with open(path, "w") as f:
                 f.write(s + "\n")

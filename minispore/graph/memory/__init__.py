@@ -10,10 +10,14 @@ we run several greedy heuristics and keep the best plan.
 Read in this order:
 
 * lifetimes.py   Buffer, lifetimes(graph): which bytes each value needs, from when to when
-* heuristics.py  the placement heuristics (greedy by size / breadth / size*lifetime) and the
-                 interval bookkeeping they share
+                 (views alias their owner, in-place outputs reuse a dead input)
+* heuristics.py  the placement heuristics (greedy by size / breadth, by size, by size x
+                 lifetime, in order) - one vectorised best-/first-fit loop, different orders
 * planner.py     MemoryPlan, plan(graph), plan_buffers(buffers), check_plan (the verifier)
 * arena.py       Arena: one NumPy byte buffer, typed views at planned offsets, measured peak
+* arena_exec.py  arena mode of the O0 executor (every intermediate at its planned offset)
+* remat.py       recompute cheap residuals (views, constants) in a backward graph instead of
+                 saving them (used by lazy_inline's forward/backward split)
 
 ## The API (stable: the O2 executor and DryRun code against it)
 
@@ -58,7 +62,13 @@ Read in this order:
     #      live_bytes_per_step()  list: bytes live at each step (the memory timeline)
     #      offset(value) / nbytes(value)   offset of a Value or value_id, following aliases
     memory.check_plan(p)          # raises PlanError naming two buffers that overlap in time AND address
-    memory.HEURISTICS             # ("greedy_by_size", "greedy_by_breadth", "by_size", "by_size_x_lifetime")
+    memory.check_offsets(buffers, offsets)         # the same check for any offsets (tests, DryRun)
+    memory.HEURISTICS             # ("greedy_by_size", "greedy_by_breadth", "by_size", "by_size_x_lifetime",
+                                  #  "in_order")
+    memory.place(name, sizes, starts, ends)        # one heuristic on raw int arrays -> offsets
+    memory.graph_plan(graph)      # plan() with a workspace per CALL (the callee's own plan), memoised
+                                  # per graph: what the arena executor runs with
+    memory.register_inplace(prim_name, {out: in})  # declare a kernel that writes an output into an input
 
     arena = memory.Arena(p.peak_bytes)
     a = arena.view(offset, shape, dtype)   # a C-contiguous ndarray over arena bytes [offset, offset+nbytes)
@@ -68,7 +78,13 @@ Read in this order:
 Executors use it like this (executor.py's arena mode, `O0Executor(graph, arena=True)`, or
 `set_context(memory_optimize_level="O1")`): plan once when the plan of steps is built; at run time
 each planned output is copied into `arena.view(p.offsets[vid], shape, dtype)` (views are left as
-the kernel made them: they already point into their owner's bytes).
+the kernel made them: they already point into their owner's bytes). A CALL node gets a workspace
+of its step as big as the callee's own plan, and the callee runs in that window of the arena.
+`executor.memory_plan`, `executor.arena` and `executor.arena_state.unplanned_bytes` (bytes a kernel
+produced outside the arena because NumPy copied where a view was planned; 0 in practice).
+
+Measured (bench/bench_memory.py, tiny LLaMA forward + backward, batch 12): planned peak = lower
+bound (fragmentation 0), 72.9% below no reuse, and the arena's measured peak equals the plan.
 """
 from .lifetimes import DEFAULT_ALIGNMENT, INPLACE, Buffer, align, lifetimes, register_inplace
 from .heuristics import HEURISTICS, live_bytes, place

@@ -61,7 +61,7 @@ from ...ops import _check as C
 from ...ops.primitive import AbstractTensor, Primitive
 from ..codegen import build as B
 from ..codegen import fusible_ops as T
-from ..codegen.c_kernel import InputSpec, KernelSpec, MemberSpec, declaration, generate
+from ..codegen.c_kernel import InputSpec, KernelSpec, MemberSpec, _Access, declaration, generate
 from ..ir import OPAQUE, Graph, Node, Value
 from .inline_control_flow import is_random
 
@@ -118,13 +118,14 @@ def classify(node):
             return None
     if not out.dtype.is_floating and not rule.out_bool and name not in _ANY_DTYPE_OUT:
         return None
-    if name in ("broadcast_to", "reshape", "copy", "stop_gradient", "cast", "zeros_like", "ones_like") and \
-            len(vals) != 1:
+    if name in ("broadcast_to", "reshape", "copy", "stop_gradient", "cast", "zeros_like", "ones_like",
+                "transpose") and len(vals) != 1:
         return None
     return _Info("ew", out.shape, None, name)
 
 
-_ANY_DTYPE_OUT = ("cast", "zeros_like", "ones_like", "where", "copy", "stop_gradient", "broadcast_to", "reshape")
+_ANY_DTYPE_OUT = ("cast", "zeros_like", "ones_like", "where", "copy", "stop_gradient", "broadcast_to", "reshape",
+                  "transpose")
 
 
 def _is_barrier(node) -> bool:
@@ -191,6 +192,7 @@ class _Grouper:
         self.producer: dict[int, int] = {}           # value id -> node position
         self.dep: dict[int, int] = {}                # value id -> bitmask of groups it depends on
         self.infos: dict[int, _Info] = {}
+        self.segment_of: dict[int, int] = {}         # node position -> segment (runs between barriers)
 
     def run(self):
         segment = 0
@@ -208,13 +210,49 @@ class _Grouper:
                 continue
             info = classify(node)
             g = None
+            self.segment_of[i] = segment
             if info is not None:
                 self.infos[i] = info
                 g = self._place(i, node, info, segment)
             bits = in_dep | (g.bits if g is not None else 0)
             for o in node.outputs:
                 self.dep[o.id] = bits
+        self._pull_free_producers()
         return [g for g in self._live_groups() if self._work(g) >= MIN_WORK]
+
+    def _pull_free_producers(self):
+        """An ungrouped view op whose every reader is in one group G joins G (in reverse order, so
+        a chain of views joins whole): G then reads the view's input directly, by strides. Legal
+        by construction: the view precedes its readers and depends on nothing in G (else a reader
+        would have failed the cycle test)."""
+        readers: dict[int, list] = {}
+        for i, node in enumerate(self.nodes):
+            for x in node.inputs:
+                if isinstance(x, Value):
+                    readers.setdefault(x.id, []).append(i)
+        outputs = {o.id for o in self.graph.outputs if isinstance(o, Value)}
+        for i in range(len(self.nodes) - 1, -1, -1):
+            info = self.infos.get(i)
+            if info is None or info.name not in T.FREE_OPS or i in self.group_of:
+                continue
+            node = self.nodes[i]
+            out = node.outputs[0]
+            rs = readers.get(out.id, [])
+            groups = {id(self.group_of.get(r)) for r in rs}
+            g = self.group_of.get(rs[0]) if rs else None
+            if g is None or len(groups) != 1 or out.id in outputs or g.segment != self.segment_of[i]:
+                continue
+            if any(self._member_group(x) is g for x in node.inputs):
+                continue                    # it would read a member's value as a view: not per element
+            role = _role(info, node, g.domain, g.k)
+            if info.name == "transpose" and role != "full":
+                continue
+            if role is None or any(not _use_ok(self.nodes[r], g.roles[r], self.nodes[r].outputs[0].aval.shape, role,
+                                               out.aval.shape, g.domain, g.k) for r in rs):
+                continue
+            g.members = sorted(g.members + [i])
+            g.roles[i] = role
+            self.group_of[i] = g
 
     def _live_groups(self):
         seen, out = set(), []
@@ -243,6 +281,8 @@ class _Grouper:
         return True
 
     def _place(self, i, node, info, segment):
+        if info.name == "transpose":
+            return None        # only ever pulled in as a reader of an outside value (see below)
         candidates = []
         for x in node.inputs:
             g = self._member_group(x)
@@ -260,6 +300,12 @@ class _Grouper:
                 k = info.k if info.kind == "reduce" else g.k
                 break
         if target is None:
+            if info.name in T.FREE_OPS:
+                # a view (reshape/broadcast_to/copy) never starts a group: its input is often read by
+                # an unfusible node too (a reshape feeding both a mul and a split), and as a member
+                # it would tie the group to that node. It joins its consumer's group afterwards
+                # (`_pull_free_producers`) when that group is its only reader.
+                return None
             domain = node.inputs[0].aval.shape if info.kind == "reduce" else info.shape
             target = _Group(len(self.groups), domain, info.k if info.kind == "reduce" else None, segment)
             self.groups.append(target)
@@ -326,7 +372,7 @@ class _Grouper:
 
 
 # -- from a group to a kernel spec -------------------------------------------------------------------
-def _split_for(domain, read_shapes):
+def _split_for(domain, inputs):
     """Columns for an elementwise group: the most trailing dims such that every input is either
     contiguous along them or broadcast along all of them (so the inner loop is `x[base + c]` or
     `x[base]`, never a div/mod)."""
@@ -335,16 +381,17 @@ def _split_for(domain, read_shapes):
         return 0
     best = 1
     for k in range(1, nd + 1):
-        ok = True
-        for s in read_shapes:
-            aligned = (1,) * (nd - len(s)) + tuple(s)
-            c_in, c_dom = aligned[nd - k:], domain[nd - k:]
-            if not (c_in == c_dom or all(d == 1 for d in c_in)):
-                ok = False
-                break
-        if ok:
+        if all(_Access(i.shape, domain, k, i.strides).col != "general" for i in inputs):
             best = k
     return best
+
+
+def _c_strides(shape):
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return out[::-1]
 
 
 class _GroupPlan:
@@ -362,16 +409,20 @@ class _GroupPlan:
         members = []
 
         def input_ref(x, consumer_role, consumer_shape, consumer):
-            shape = x.aval.shape
+            shape, strides, nelems = x.aval.shape, None, None
             if consumer.op.name == "reshape":
                 shape = consumer_shape                     # read the buffer as the reshape's result
+            elif consumer.op.name == "transpose":          # read the buffer with permuted strides
+                perm = [p % len(x.aval.shape) for p in consumer.attrs["perm"]]
+                c_strides = _c_strides(x.aval.shape)
+                shape, strides, nelems = consumer_shape, tuple(c_strides[p] for p in perm), x.aval.size
             if consumer_role == "row" and len(consumer_shape) == nd - k:   # a per-row value without keep_dims
                 shape = (1,) * (nd - k - len(shape)) + tuple(shape) + (1,) * k
-            key = (x.id, tuple(shape))
+            key = (x.id, tuple(shape), strides)
             j = input_key.get(key)
             if j is None:
                 j = input_key[key] = len(inputs)
-                inputs.append(InputSpec(T.ctype_of(x.aval.dtype), tuple(shape)))
+                inputs.append(InputSpec(T.ctype_of(x.aval.dtype), tuple(shape), strides, nelems))
                 self.in_values.append(x)
             return ("i", j)
 
@@ -390,7 +441,7 @@ class _GroupPlan:
         self.out_members = [j for j, n in enumerate(self.nodes) if n.outputs[0].id in used_outside]
         self.out_values = [self.nodes[j].outputs[0] for j in self.out_members]
         if k is None:
-            k = _split_for(domain, [i.shape for i in inputs])
+            k = _split_for(domain, inputs)
         self.has_reduction = group.k is not None
         kind = "reduce" if self.has_reduction else "elementwise"
         self.spec = KernelSpec(f"fused_{kind}_{index}", domain, k, inputs, members, self.out_members)
@@ -472,7 +523,7 @@ def _make_wrapper(prim: FusedPrimitive, module):
         lines.append(f"        {', '.join(ins)}, = _prep(_prim, ({', '.join(ins)},))")
         lines.append(f"        {bufs}, = {', '.join(f'_fb(i{j})' for j in range(n_in))},")
         for j, i in enumerate(spec.inputs):
-            ns[f"_N{j}"] = int(np.prod(i.shape)) * i.ctype.dtype.itemsize
+            ns[f"_N{j}"] = i.buffer_elems * i.ctype.dtype.itemsize
         checks = " or ".join(f"len(b{j}) != _N{j}" for j in range(n_in))
         lines.append(f"    if {checks}:")
         lines.append(f"        _bad(_prim, ({', '.join(ins)},))")
@@ -496,7 +547,7 @@ def _prepare(prim, arrays):
 
 def _bad_input(prim, arrays):
     got = ", ".join(f"{np.shape(a)} {getattr(a, 'dtype', type(a).__name__)}" for a in arrays)
-    want = ", ".join(f"{i.shape} {i.ctype.dtype}" for i in prim.spec.inputs)
+    want = ", ".join(f"{i.buffer_elems} x {i.ctype.dtype}" for i in prim.spec.inputs)
     raise MinisporeRuntimeError(f"For '{prim.name}', expected inputs of sizes {want}, but got {got}")
 
 
