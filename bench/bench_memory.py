@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -103,7 +102,7 @@ def section_memory(repeats: int):
     views = sum(1 for b in p.buffers if b.kind == "view")
     lb = p.lower_bound_bytes
 
-    print(f"### Memory planning: tiny LLaMA forward + backward (`shakespeare-char`, batch 12)\n")
+    print("### Memory planning: tiny LLaMA forward + backward (`shakespeare-char`, batch 12)\n")
     print(f"Graph: {len(graph.nodes)} nodes; {len(owned)} planned buffers ({views} views alias them, "
           f"{sum(1 for b in p.buffers if b.kind == 'external_view')} views of parameters are not planned); "
           f"alignment {memory.DEFAULT_ALIGNMENT} B; planning all heuristics took {plan_s * 1e3:.1f} ms.\n")

@@ -175,7 +175,7 @@ def stable_token(x, depth: int = 4, seen=None):
     if _is_cell(x):
         return _cell_token(x, depth, seen)
     if dataclasses.is_dataclass(x) or hasattr(x, "__dict__"):
-        d = dataclasses.asdict(x) if dataclasses.is_dataclass(x) else vars(x)
+        d = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)} if dataclasses.is_dataclass(x) else vars(x)
         items = []
         for k, v in sorted(d.items()):
             if k.startswith("_") and isinstance(v, (dict, list)):
@@ -188,9 +188,13 @@ def stable_token(x, depth: int = 4, seen=None):
 
 
 def _function_token(f, depth, seen):
+    """Name, code hash, closure, defaults and referenced globals of a function. minispore's own
+    framework functions (autograd wrappers, jit...) are covered by the version in the key: only
+    their closures (which hold the user's function and weights) are described."""
     code = getattr(f, "__code__", None)
+    framework = code is not None and _is_framework(code)
     tok = ["function", getattr(f, "__module__", None), getattr(f, "__qualname__", None),
-           code_hash(code) if code is not None else None]
+           code_hash(code) if code is not None and not framework else None]
     if depth > 0:
         cells = getattr(f, "__closure__", None) or ()
         names = code.co_freevars if code is not None else ()
@@ -203,8 +207,14 @@ def _function_token(f, depth, seen):
             closure.append([name, stable_token(v, depth - 1, seen)])
         tok.append(closure)
         tok.append(stable_token(list(f.__defaults__ or ()), depth - 1, seen))
-        tok.append(_globals_token(f, depth - 1, seen))
+        if not framework:
+            tok.append(_globals_token(f, depth - 1, seen))
     return tok
+
+
+def _is_framework(code) -> bool:
+    from .capture.trace import _is_internal
+    return _is_internal(code)
 
 
 def _globals_token(f, depth, seen):
@@ -928,8 +938,8 @@ def load(jf, fn, args, kwargs):
     try:
         with open(path, "rb") as f:
             raw = f.read()
-    except FileNotFoundError:
-        _stats["misses"] += 1
+    except (FileNotFoundError, NotADirectoryError):
+        _stats["misses"] += 1          # (a path that is not a directory: store() reports it, once)
         return None, key
     except OSError as e:
         _stats["corrupt"] += 1

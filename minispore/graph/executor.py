@@ -28,7 +28,6 @@ after each step (`self.live_trace`).
 from __future__ import annotations
 
 import os
-import weakref
 
 import numpy as np
 
@@ -95,16 +94,19 @@ def _fill_template(template, args):
     return template
 
 
-_callees: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_callee_memo = None     # (memory helper) id(callee graph) -> executor, while one top-level plan is built
 
 
 def _callee_executor(graph):
-    """(memory helper) The executor of a CALL's callee, built once per callee graph: lazy_inline
-    calls one layer graph from every layer, and executors keep no per-run state."""
-    ex = _callees.get(graph)
-    if ex is None:
-        ex = _callees[graph] = O0Executor(graph)
-    return ex
+    """(memory helper) The executor of a CALL's callee, built once per callee graph within one
+    top-level executor: lazy_inline calls one layer graph from every layer, and executors keep no
+    per-run state, so the calls share it."""
+    if _callee_memo is None:
+        return O0Executor(graph)
+    hit = _callee_memo.get(id(graph))
+    if hit is None:
+        hit = _callee_memo[id(graph)] = (graph, O0Executor(graph))
+    return hit[1]
 
 
 class O0Executor:
@@ -114,7 +116,15 @@ class O0Executor:
         self.graph = graph
         self.record_live = record_live
         self.live_trace: list[set] = []
-        self._build()
+        global _callee_memo
+        top = _callee_memo is None                  # (memory helper) share callee executors in one build
+        if top:
+            _callee_memo = {}
+        try:
+            self._build()
+        finally:
+            if top:
+                _callee_memo = None
         # (memory helper) arena mode: every intermediate at its planned offset in one arena
         # (graph/memory/arena_exec.py); None keeps the default path below unchanged
         self.arena_state = None

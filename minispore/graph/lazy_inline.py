@@ -117,19 +117,17 @@ def is_lazy(cell) -> bool:
 class _Template:
     """One captured lazy cell: its subgraph G and, per tracked-input pattern, the F/B split."""
 
-    __slots__ = ("graph", "out_avals", "out_template", "n_args", "splits", "policy")
+    __slots__ = ("graph", "out_avals", "out_template", "splits", "policy")
 
-    def __init__(self, graph, out_template, n_args, policy):
+    def __init__(self, graph, out_template, policy):
         self.graph = graph
         self.out_avals = tuple(graph.output_avals)
         self.out_template = out_template
-        self.n_args = n_args
         self.splits = {}
         self.policy = policy
 
 
 _templates: dict = {}          # reuse key -> _Template, or None (this key cannot be reused)
-_capture_depth = [0]
 
 
 def _on_capture(active: bool):
@@ -318,7 +316,7 @@ def call_cell(session, cell, args, kwargs):
             logger.info("lazy_inline: '%s' cannot be shared as a subgraph; inlining it", type(cell).__name__)
             _templates[key] = None
             return NotImplemented
-        _templates[key] = _Template(captured[0], captured[1], len(leaves), cell.__dict__["_lazy_inline"])
+        _templates[key] = _Template(captured[0], captured[1], cell.__dict__["_lazy_inline"])
     tmpl = _templates[key]
     if tmpl is None:
         return NotImplemented

@@ -125,7 +125,7 @@ class O2Executor:
         self.arena_mode = True if arena is None else bool(arena)
         self.memory_plan = None
         self.arena = None
-        self._subs: list = []
+        self._subs: dict = {}               # id(subgraph) -> its O2Executor
         self._planned: set = set()          # local names whose value is always their arena view
         self._out_ids = {o.id for o in graph.outputs if isinstance(o, Value)}
         self._ptrs: dict = {}               # local name -> local holding its C pointer (made once per run)
@@ -316,7 +316,7 @@ class O2Executor:
         op = node.op
         lhs = ", ".join(outs) + ","
         if op is HOST_CALL:
-            h = src.bind(f"_h{i}", _HostCall(node, copy_args=plan is not None))
+            h = src.bind(f"_h{i}", _HostCall(node, self.arena if plan is not None else None))
             src.emit(f"{lhs} = {h}({', '.join(args)})", i)
             for line in self._cap_lines:        # Python code ran: a Parameter may have new storage
                 src.emit(line, i)
@@ -344,8 +344,11 @@ class O2Executor:
         self._emit_store(src, i, node, outs, plan)
 
     def _sub(self, graph):
-        ex = O2Executor(graph, arena=False, fuse_graph=False)     # already fused with this graph
-        self._subs.append(ex)
+        """The sink function of a subgraph (already fused with this graph), one per subgraph: a
+        callee called from many places (lazy_inline's layer) is compiled once."""
+        ex = self._subs.get(id(graph))
+        if ex is None:
+            ex = self._subs[id(graph)] = O2Executor(graph, arena=False, fuse_graph=False)
         return ex
 
     def _plan_memory(self):
@@ -389,15 +392,15 @@ class O2Executor:
 class _HostCall:
     """A HostCall node's run-time call: the function on Tensors (JIT Fallback), results as arrays."""
 
-    __slots__ = ("fn", "template", "node", "copy_args")
+    __slots__ = ("fn", "template", "node", "arena")
 
-    def __init__(self, node, copy_args=False):
+    def __init__(self, node, arena=None):
         self.fn, self.template, self.node = node.attrs["fn"], node.attrs.get("template"), node
-        self.copy_args = copy_args            # arena mode: the arena is rewritten by the next run
+        self.arena = arena                    # arena mode: the arena is rewritten by the next run
 
     def __call__(self, *args):
-        if self.copy_args:
-            args = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        if self.arena is not None:            # Python code may keep what it is given: no arena views
+            args = [a.copy() if isinstance(a, np.ndarray) and self.arena.owns(a) else a for a in args]
         tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
         call_args, call_kwargs = _fill_template(self.template, tensors)
         result = self.fn(*call_args, **call_kwargs)

@@ -12,10 +12,12 @@ from .rope import apply_rotary_emb, rope_tables, rotate_half
 from .attention import flash_attention, get_attention, naive_attention, repeat_kv
 from .block_manager import BlockManager, OutOfBlocksError
 from .kv_cache import KVCache, LayerKVCache, PagedKVCache
-from .model import Attention, FeedForward, Llama, TransformerBlock
-from .generate import generate, generate_text, sample_next
+from .model import Attention, FeedForward, Llama, LlamaForCausalLM, TransformerBlock
+from .generate import GenerationResult, generate, generate_batch, generate_text
+from .sampling import SamplingParams, sample_next
 
 __all__ = ["LlamaConfig", "Preset", "PRESETS", "get_preset", "apply_rotary_emb", "rope_tables", "rotate_half",
            "flash_attention", "get_attention", "naive_attention", "repeat_kv", "BlockManager", "OutOfBlocksError",
-           "KVCache", "LayerKVCache", "PagedKVCache", "Attention", "FeedForward", "Llama", "TransformerBlock",
-           "generate", "generate_text", "sample_next"]
+           "KVCache", "LayerKVCache", "PagedKVCache", "Attention", "FeedForward", "Llama", "LlamaForCausalLM",
+           "TransformerBlock",
+           "GenerationResult", "generate", "generate_batch", "generate_text", "SamplingParams", "sample_next"]

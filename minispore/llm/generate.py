@@ -1,97 +1,313 @@
-"""Autoregressive text generation: sample one token at a time from the model's next-token
-distribution, feed it back, repeat.
+"""Autoregressive generation: prefill the prompt, then decode one token at a time from the KV cache.
 
-Sampling knobs (as in nanoGPT's `sample.py`):
-* `temperature` divides the logits: < 1 sharpens the distribution, > 1 flattens it, 0 is greedy;
-* `top_k` keeps only the k most likely tokens before sampling;
-* `seed` makes the draw reproducible (a private NumPy generator, so sampling never disturbs
-  the global minispore RNG that training and dropout use).
+    results = generate_batch(model, [[1, 2, 3], [4, 5]], max_new_tokens=20, temperature=0.8, top_p=0.9)
+    results[0].token_ids, results[0].finish_reason          # new ids; "stop" or "length"
 
-With `use_cache=True` the model keeps each layer's keys and values (a KV cache), so a new token
-costs one position of compute instead of re-running the whole context. The context is the last
-`max_seq_len` tokens, as in nanoGPT; once the text is longer than that, the window slides, every
-position shifts, and the window is recomputed from scratch (the cache cannot be reused then).
-Either way the logits are exactly those of `model(last max_seq_len tokens)`.
+Two phases, as in every LLM server:
+
+* **prefill**: the prompt goes through the model in one forward (or in chunks of `prefill_chunk`
+  tokens: the same numbers, less memory per step), filling the KV cache; only the last
+  position's logits are computed, since only they are needed;
+* **decode**: sample a token from the logits, feed it back as a one-token step, repeat. Each
+  step costs one position per layer, because the keys and values of everything before are cached.
+
+A batch of ragged prompts runs together. With the contiguous cache (`kv_cache="contiguous"`) the
+prompts are left-padded to a common length and the padding is masked out; with the paged cache
+(`kv_cache="paged"`) each sequence has its own block table and length, nothing is padded, and
+shared prompt prefixes are computed once (prefix caching). Finished sequences leave the batch at
+once. Either way every row gets exactly the tokens it would get alone (tests/llm check this).
+
+Sampling (sampling.py): greedy, temperature, top-k, top-p, repetition penalty, per-row seeds;
+sequences stop at `max_new_tokens`, at a stop token, at a stop string (with a tokenizer), or when
+the context (`max_seq_len`) is full. `context="slide"` (the default of `generate`, as in nanoGPT's
+sampler) instead keeps going past the context by re-running the last `max_seq_len` tokens.
 """
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
+from .sampling import SamplingParams, check_tokenizer, sample_next
 
 
-def sample_next(logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
-    """Draw one token id from a row of logits."""
-    logits = np.asarray(logits, dtype=np.float64)
-    if temperature == 0:
-        return int(np.argmax(logits))
-    logits = logits / temperature
-    if top_k is not None and top_k < logits.shape[-1]:
-        kth = np.partition(logits, -top_k)[-top_k]          # the k-th largest value
-        logits = np.where(logits < kth, -np.inf, logits)
-    logits = logits - logits.max()
-    probs = np.exp(logits)
-    probs /= probs.sum()
-    return int(rng.choice(probs.shape[-1], p=probs))
+@dataclass
+class GenerationResult:
+    """One prompt's generation: the new token ids (a stop token is included), why it ended
+    ("stop": a stop token or string; "length": max_new_tokens or a full context), and the new
+    text (cut before a stop string) when a tokenizer was given."""
+
+    prompt_ids: list
+    token_ids: list = field(default_factory=list)
+    finish_reason: str | None = None
+    text: str | None = None
 
 
-def _check_args(max_new_tokens, temperature, top_k, seed):
-    if not isinstance(max_new_tokens, numbers.Integral) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise OpValueError("generate", "max_new_tokens as a non-negative int", repr(max_new_tokens))
-    if not isinstance(temperature, numbers.Real) or isinstance(temperature, bool) or temperature < 0:
-        raise OpValueError("generate", "temperature >= 0 (0 = greedy)", repr(temperature))
-    if top_k is not None and (not isinstance(top_k, numbers.Integral) or isinstance(top_k, bool) or top_k < 1):
-        raise OpValueError("generate", "top_k as a positive int or None", repr(top_k))
-    if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
-        raise OpValueError("generate", "seed as a non-negative int or None", repr(seed))
+class _Row:
+    """A sequence being generated: its result, its RNG, and how far its text was checked."""
+
+    def __init__(self, prompt, rng):
+        self.result = GenerationResult(list(prompt))
+        self.rng = rng
+        self.checked_chars = 0
+
+    @property
+    def done(self):
+        return self.result.finish_reason is not None
+
+    def all_ids(self):
+        return self.result.prompt_ids + self.result.token_ids
 
 
-def generate(model, prompt_ids, max_new_tokens=200, temperature=0.8, top_k=50, seed=None, use_cache=True):
-    """Continue `prompt_ids` (a non-empty sequence of token ids) by `max_new_tokens` sampled ids.
+# ------------------------------------------------------------------------------------------------
+def _as_prompts(prompts, op) -> list:
+    """A list of token-id lists from: one list of ints, a list of lists, a 1-D/2-D array or Tensor."""
+    if isinstance(prompts, Tensor):
+        prompts = prompts.asnumpy()
+    if isinstance(prompts, np.ndarray):
+        if prompts.ndim not in (1, 2) or prompts.dtype.kind not in "iu":
+            raise OpValueError(op, "prompts as integer token ids of shape (seq,) or (batch, seq)",
+                               f"{prompts.dtype} of shape {prompts.shape}")
+        prompts = [prompts.tolist()] if prompts.ndim == 1 else prompts.tolist()
+    if not isinstance(prompts, (list, tuple)):
+        raise OpTypeError(op, "prompts as a list of token ids, a list of such lists, or an array",
+                          type(prompts).__name__)
+    if prompts and all(isinstance(t, numbers.Integral) or (isinstance(t, np.ndarray) and t.ndim == 0)
+                       for t in prompts):
+        prompts = [prompts]
+    out = []
+    for i, p in enumerate(prompts):
+        p = np.asarray(p)
+        if p.ndim != 1 or (p.size and p.dtype.kind not in "iu"):
+            raise OpValueError(op, "each prompt as a flat list of int token ids", f"prompt {i}: {p.dtype} {p.shape}")
+        out.append([int(t) for t in p])
+    if not out:
+        raise OpValueError(op, "at least one prompt", "none")
+    return out
 
-    Returns the list of new ids (the prompt is not repeated).
+
+def _check_prompts(model, prompts, context, op):
+    cfg = model.config
+    for i, p in enumerate(prompts):
+        name = "prompt" if len(prompts) == 1 else f"prompt {i}"
+        if not p:
+            raise OpValueError(op, "a non-empty prompt", f"{name} with no tokens")
+        bad = [t for t in p if not 0 <= t < cfg.vocab_size]
+        if bad:
+            raise OpValueError(op, f"token ids in [0, {cfg.vocab_size})", f"{bad[:5]} in {name}")
+        if context == "error" and len(p) > cfg.max_seq_len:
+            raise OpValueError(op, f"a prompt of at most max_seq_len = {cfg.max_seq_len} tokens (or context='slide')",
+                               f"{name} of {len(p)} tokens")
+
+
+def _finish_check(row, token, params, tokenizer, context_full):
+    """Append `token` to the row and decide whether the row is finished."""
+    res = row.result
+    res.token_ids.append(token)
+    if token in params.stop_token_ids:
+        res.finish_reason = "stop"
+    elif params.stop:
+        text = tokenizer.decode(res.token_ids)
+        longest = max(len(s) for s in params.stop)
+        start = max(0, row.checked_chars - longest + 1)          # only new text can complete a stop string
+        hits = [i for i in (text.find(s, start) for s in params.stop) if i >= 0]
+        row.checked_chars = len(text)
+        if hits:
+            res.text = text[:min(hits)]
+            res.finish_reason = "stop"
+    if res.finish_reason is None and (len(res.token_ids) >= params.max_new_tokens or context_full):
+        res.finish_reason = "length"
+
+
+def _sample(row, logits, params):
+    history = row.all_ids() if params.repetition_penalty != 1.0 else None
+    return sample_next(logits, params.temperature, params.top_k, row.rng, params.top_p,
+                       params.repetition_penalty, history)
+
+
+def _step(model, tokens, cache):
+    """One forward of (B, T) int tokens; the last position's logits of each row, (B, vocab)."""
+    return model.forward_2d(Tensor(np.asarray(tokens, dtype=np.int64)), cache, last_only=True).asnumpy()
+
+
+def _chunks(n, chunk):
+    step = n if not chunk else chunk
+    return [(i, min(n, i + step)) for i in range(0, n, step)]
+
+
+# ------------------------------------------------------------------------------------------------
+def _run_without_cache(model, rows, params, tokenizer, context):
+    """The reference loop: every token re-runs the whole (cropped) context."""
+    max_len = model.config.max_seq_len
+    for row in rows:
+        while not row.done:
+            ctx = row.all_ids()[-max_len:]
+            logits = _step(model, [ctx], None)[0]
+            full = context == "error" and len(row.all_ids()) >= max_len
+            _finish_check(row, _sample(row, logits, params), params, tokenizer, full)
+
+
+def _run_contiguous(model, rows, params, tokenizer, context, chunk):
+    max_len = model.config.max_seq_len
+    if context == "slide":
+        if len(rows) != 1:
+            raise OpValueError("generate", "context='slide' with one prompt (a batch stops at the context)",
+                               f"{len(rows)} prompts")
+
+    def prefill(prompts):
+        lens = [len(p) for p in prompts]
+        width = max(lens)
+        pad = [width - n for n in lens]
+        ids = np.zeros((len(prompts), width), dtype=np.int64)
+        for b, p in enumerate(prompts):
+            ids[b, pad[b]:] = p
+        cache = model.new_cache(capacity=min(max_len, width + params.max_new_tokens), pad=pad)
+        for lo, hi in _chunks(width, chunk):
+            logits = _step(model, ids[:, lo:hi], cache)
+        return cache, logits
+
+    prompts = [r.result.prompt_ids[-max_len:] for r in rows]
+    cache, logits = prefill(prompts)
+    active = list(range(len(rows)))
+    while True:
+        pads = cache.pad if cache.pad is not None else np.zeros(len(active), np.int64)
+        nxt = []
+        for j, b in enumerate(active):
+            full = cache.length - int(pads[j]) >= max_len
+            _finish_check(rows[b], _sample(rows[b], logits[j], params), params, tokenizer,
+                          full and context == "error")
+            nxt.append(rows[b].result.token_ids[-1])
+        keep = [j for j, b in enumerate(active) if not rows[b].done]
+        if not keep:
+            return
+        if len(keep) < len(active):
+            cache.select_rows(keep)
+            active = [active[j] for j in keep]
+            nxt = [nxt[j] for j in keep]
+            if cache.pad is not None:
+                cache.trim_left(int(cache.pad.min()))
+        if cache.length >= max_len:                               # context == "slide", one row: re-window
+            cache, logits = prefill([rows[active[0]].all_ids()[-max_len:]])
+        else:
+            logits = _step(model, [[t] for t in nxt], cache)
+
+
+def _run_paged(model, rows, params, tokenizer, context, chunk, block_size, num_blocks):
+    max_len = model.config.max_seq_len
+    if context == "slide" and len(rows) != 1:
+        raise OpValueError("generate", "context='slide' with one prompt (a batch stops at the context)",
+                           f"{len(rows)} prompts")
+    if num_blocks is None:      # room for every sequence at its longest, plus one copy-on-write block each
+        longest = [min(max_len, len(r.result.prompt_ids) + params.max_new_tokens) for r in rows]
+        num_blocks = sum(-(-n // block_size) + 1 for n in longest)
+    cache = model.new_paged_cache(num_blocks, block_size)
+
+    def prefill(b, prompt):
+        cached = cache.add_sequence(b, prompt)
+        rest = prompt[cached:]
+        for lo, hi in _chunks(len(rest), chunk):
+            logits = _step(model, [rest[lo:hi]], cache.batch([b]))
+        return logits[0]
+
+    logits = {b: prefill(b, r.result.prompt_ids[-max_len:]) for b, r in enumerate(rows)}
+    active = list(range(len(rows)))
+    while True:
+        for b in active:
+            full = cache.num_computed(b) >= max_len
+            _finish_check(rows[b], _sample(rows[b], logits[b], params), params, tokenizer,
+                          full and context == "error")
+        for b in active:
+            if rows[b].done:
+                cache.free(b)
+        active = [b for b in active if not rows[b].done]
+        if not active:
+            return
+        if context == "slide" and cache.num_computed(active[0]) >= max_len:
+            b = active[0]
+            cache.free(b)
+            logits = {b: prefill(b, rows[b].all_ids()[-max_len:])}
+            continue
+        out = _step(model, [[rows[b].result.token_ids[-1]] for b in active], cache.batch(active))
+        logits = {b: out[j] for j, b in enumerate(active)}
+
+
+KV_CACHES = ("contiguous", "paged", None)
+
+
+def generate_batch(model, prompts, max_new_tokens=16, temperature=0.0, top_k=None, top_p=1.0,
+                   repetition_penalty=1.0, stop_token_ids=(), stop=(), seed=None, tokenizer=None,
+                   kv_cache="contiguous", block_size=16, num_blocks=None, prefill_chunk=None,
+                   context="error") -> list:
+    """Generate for each prompt (ragged lists of token ids); returns one `GenerationResult` each.
+
+    kv_cache: "contiguous" (left-padded batch), "paged" (block tables, prefix caching) or None
+    (recompute the whole context every token: the slow reference). prefill_chunk: feed prompts in
+    chunks of this many tokens. context: "error" (a prompt longer than max_seq_len is an error;
+    a sequence that fills the context stops with finish_reason "length") or "slide" (one prompt:
+    keep generating on the last max_seq_len tokens, nanoGPT-style).
     """
-    _check_args(max_new_tokens, temperature, top_k, seed)
-    ids = [int(i) for i in np.asarray(prompt_ids).reshape(-1)]
-    if not ids:
-        raise OpValueError("generate", "a non-empty prompt", "no tokens")
-    vocab = model.config.vocab_size
-    bad = [i for i in ids if not 0 <= i < vocab]
-    if bad:
-        raise OpValueError("generate", f"token ids in [0, {vocab})", f"{bad[:5]}")
-    block = model.config.max_seq_len
-    rng = np.random.default_rng(seed)
-    was_training = model.training
-    model.set_train(False)
-    try:
-        def run_window():
-            cache = model.new_cache() if use_cache else None
-            window = ids[-block:]
-            return cache, model.forward_2d(Tensor(np.asarray([window], dtype=np.int64)), cache).asnumpy()[-1]
-
-        cache, logits = run_window()
-        new = []
-        for step in range(max_new_tokens):
-            nxt = sample_next(logits, temperature, top_k, rng)
-            new.append(nxt)
-            ids.append(nxt)
-            if step == max_new_tokens - 1:
-                break
-            if cache is not None and cache.length < block:
-                logits = model.forward_2d(Tensor(np.asarray([[nxt]], dtype=np.int64)), cache).asnumpy()[-1]
+    op = "generate"
+    params = SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
+                            repetition_penalty=repetition_penalty, stop_token_ids=stop_token_ids, stop=stop,
+                            seed=seed, op=op)
+    check_tokenizer(tokenizer, op)
+    if params.stop and tokenizer is None:
+        raise OpValueError(op, "a 'tokenizer' to detect stop strings", f"stop={list(params.stop)} without one")
+    if kv_cache not in KV_CACHES:
+        raise OpValueError(op, f"'kv_cache' among {list(KV_CACHES)}", repr(kv_cache))
+    if context not in ("error", "slide"):
+        raise OpValueError(op, "'context' among ['error', 'slide']", repr(context))
+    if prefill_chunk is not None and (not isinstance(prefill_chunk, numbers.Integral)
+                                      or isinstance(prefill_chunk, bool) or prefill_chunk < 1):
+        raise OpValueError(op, "'prefill_chunk' as a positive int or None", repr(prefill_chunk))
+    if not isinstance(block_size, numbers.Integral) or isinstance(block_size, bool) or block_size < 1:
+        raise OpValueError(op, "'block_size' as a positive int", repr(block_size))
+    prompts = _as_prompts(prompts, op)
+    _check_prompts(model, prompts, context, op)
+    rows = [_Row(p, rng) for p, rng in zip(prompts, params.rngs(len(prompts)))]
+    if params.max_new_tokens == 0:
+        for r in rows:
+            r.result.finish_reason = "length"
+    else:
+        was_training = model.training
+        model.set_train(False)
+        try:
+            if kv_cache is None:
+                _run_without_cache(model, rows, params, tokenizer, context)
+            elif kv_cache == "contiguous":
+                _run_contiguous(model, rows, params, tokenizer, context, prefill_chunk)
             else:
-                cache, logits = run_window()
-        return new
-    finally:
-        model.set_train(was_training)
+                _run_paged(model, rows, params, tokenizer, context, prefill_chunk, block_size, num_blocks)
+        finally:
+            model.set_train(was_training)
+    for r in rows:
+        if tokenizer is not None and r.result.text is None:
+            r.result.text = tokenizer.decode(r.result.token_ids)
+    return [r.result for r in rows]
+
+
+def generate(model, prompt_ids, max_new_tokens=200, temperature=0.8, top_k=50, seed=None, use_cache=True,
+             **options):
+    """Continue one prompt (a non-empty sequence of token ids) by up to `max_new_tokens` sampled ids.
+
+    Returns the list of new ids (the prompt is not repeated). Past the context length the window
+    slides (nanoGPT's sampler) unless `context="error"`. More options (top_p, repetition_penalty,
+    stop_token_ids, stop + tokenizer, kv_cache, block_size, prefill_chunk) as in `generate_batch`.
+    """
+    ids = np.asarray(prompt_ids).reshape(-1).tolist()
+    options.setdefault("context", "slide")
+    kv_cache = options.pop("kv_cache", "contiguous") if use_cache else None
+    (res,) = generate_batch(model, [ids], max_new_tokens, temperature, top_k, seed=seed, kv_cache=kv_cache,
+                            **options)
+    return res.token_ids
 
 
 def generate_text(model, tokenizer, prompt: str, max_new_tokens=200, temperature=0.8, top_k=50, seed=None,
-                  use_cache=True) -> str:
-    """`prompt` followed by `max_new_tokens` sampled characters/tokens, as a string."""
+                  use_cache=True, **options) -> str:
+    """`prompt` followed by up to `max_new_tokens` sampled characters/tokens, as a string."""
     if not isinstance(prompt, str):
         raise OpTypeError("generate", "the prompt as a str", type(prompt).__name__)
     if not prompt:
@@ -101,9 +317,11 @@ def generate_text(model, tokenizer, prompt: str, max_new_tokens=200, temperature
     if unknown:
         raise OpValueError("generate", f"a prompt made of the {len(vocab)} characters the model was trained on",
                            f"{''.join(unknown)!r}, which the training text never contains")
-    ids = tokenizer.encode(prompt)
-    new = generate(model, ids, max_new_tokens, temperature, top_k, seed, use_cache)
-    return prompt + tokenizer.decode(new)
+    options.setdefault("context", "slide")
+    kv_cache = options.pop("kv_cache", "contiguous") if use_cache else None
+    (res,) = generate_batch(model, [tokenizer.encode(prompt)], max_new_tokens, temperature, top_k, seed=seed,
+                            tokenizer=tokenizer, kv_cache=kv_cache, **options)
+    return prompt + res.text
 
 
-__all__ = ["generate", "generate_text", "sample_next"]
+__all__ = ["generate", "generate_batch", "generate_text", "GenerationResult", "sample_next", "SamplingParams"]

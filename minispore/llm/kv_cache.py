@@ -111,6 +111,18 @@ class KVCache:
         self.length += seq
         self.step_discard = None
 
+    def trim_left(self, n: int):
+        """Drop the first n columns (filler every remaining row has): positions are unchanged."""
+        if n <= 0:
+            return
+        for layer in self.layers:
+            if layer.k is not None:
+                layer.k, layer.v = layer.k[:, :, n:], layer.v[:, :, n:]
+        self.length -= n
+        self.pad = self.pad - n
+        if not self.pad.any():
+            self.pad = None
+
     def select_rows(self, rows):
         """Keep only these batch rows (finished sequences leave a batched decode)."""
         rows = np.asarray(rows, dtype=np.int64)

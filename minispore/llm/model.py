@@ -152,6 +152,7 @@ class Llama(nn.Cell):
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta, dtype=np.float64)
         self._rope64 = (cos[:, None, :], sin[:, None, :])         # (T, 1, hd): broadcast over heads
         self._consts = {}
+        self.hf_config = {}           # bos/eos/pad token ids of a HuggingFace checkpoint (from_pretrained)
 
     def set_attention(self, attention: str):
         """Switch every layer's attention core ("naive", "flash", "auto"); weights are untouched."""
@@ -238,5 +239,70 @@ class Llama(nn.Cell):
     def num_params(self) -> int:
         return sum(p.size for p in self.trainable_params())
 
+    # HuggingFace-format weights (hf.py) --------------------------------------------------------
+    @classmethod
+    def from_pretrained(cls, path, dtype=None, attention: str = "auto") -> "Llama":
+        """A model from a HuggingFace LLaMA folder (config.json + model.safetensors), in eval mode.
+        `dtype` (e.g. ms.float64) converts the weights; a missing or misshapen tensor is an error
+        naming it, raised before any weight is assigned."""
+        from .hf import from_pretrained
+        return from_pretrained(cls, path, dtype=dtype, attention=attention)
 
-__all__ = ["Attention", "FeedForward", "TransformerBlock", "Llama", "repeat_kv"]
+    def save_pretrained(self, path):
+        """Write this model as a HuggingFace folder that `transformers` (and `from_pretrained`) reads."""
+        from .hf import save_pretrained
+        save_pretrained(self, path)
+
+    # generation (generate.py) ------------------------------------------------------------------
+    def generate(self, input_ids, max_new_tokens: int = 20, *, attention_mask=None, temperature: float = 0.0,
+                 top_k=None, top_p: float = 1.0, repetition_penalty: float = 1.0, stop_token_ids="eos",
+                 stop=(), tokenizer=None, seed=None, kv_cache="contiguous", block_size: int = 16,
+                 num_blocks=None, prefill_chunk=None, pad_token_id=None):
+        """Continue prompts; HuggingFace's `model.generate`, greedy by default (temperature 0).
+
+        * `input_ids`: a (batch, seq) integer Tensor or array — with `attention_mask` (1 = token,
+          0 = padding) when its rows are padded — or a list of token-id lists (ragged prompts);
+        * returns the same kind: a Tensor/array (batch, seq + n) holding each input row followed
+          by its new tokens (rows that stopped early are filled with `pad_token_id`), or a list
+          of lists (prompt + new tokens);
+        * `stop_token_ids`: "eos" (default) stops at the checkpoint's `eos_token_id` when it has
+          one (as HF does); or a list of ids; or ();
+        * the other options are `generate_batch`'s (generate.py).
+        """
+        from .generate import _as_prompts, generate_batch
+        array_in = isinstance(input_ids, (Tensor, np.ndarray))
+        ids = input_ids.asnumpy() if isinstance(input_ids, Tensor) else input_ids
+        if array_in and np.ndim(ids) == 1:
+            ids = np.asarray(ids)[None]
+        if array_in and attention_mask is not None:
+            mask = attention_mask.asnumpy() if isinstance(attention_mask, Tensor) else np.asarray(attention_mask)
+            if mask.shape != np.shape(ids):
+                raise OpValueError("generate", f"'attention_mask' of the shape of input_ids {np.shape(ids)}",
+                                   f"shape {mask.shape}")
+            prompts = [row[m.astype(bool)].tolist() for row, m in zip(np.asarray(ids), mask)]
+        else:
+            prompts = _as_prompts(ids, "generate")
+        eos = getattr(self, "hf_config", {}).get("eos_token_id")
+        if isinstance(stop_token_ids, str) and stop_token_ids == "eos":
+            stop_token_ids = () if eos is None else (eos if isinstance(eos, (list, tuple)) else (eos,))
+        results = generate_batch(self, prompts, max_new_tokens, temperature, top_k, top_p, repetition_penalty,
+                                 stop_token_ids, stop, seed, tokenizer, kv_cache, block_size, num_blocks,
+                                 prefill_chunk)
+        if not array_in:
+            return [r.prompt_ids + r.token_ids for r in results]
+        if pad_token_id is None:
+            pad_token_id = getattr(self, "hf_config", {}).get("pad_token_id")
+            pad_token_id = pad_token_id if pad_token_id is not None else (stop_token_ids[0] if stop_token_ids else 0)
+        width = max(len(r.token_ids) for r in results)
+        new = np.full((len(results), width), pad_token_id, dtype=np.int64)
+        for b, r in enumerate(results):
+            new[b, :len(r.token_ids)] = r.token_ids
+        out = np.concatenate([np.asarray(ids, dtype=np.int64), new], axis=1)
+        return Tensor(out) if isinstance(input_ids, Tensor) else out
+
+
+# HuggingFace's name for the same class: one model class trains and serves
+LlamaForCausalLM = Llama
+
+
+__all__ = ["Attention", "FeedForward", "TransformerBlock", "Llama", "LlamaForCausalLM", "repeat_kv"]

@@ -4,7 +4,7 @@ this module only gathers them."""
 import importlib
 
 FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activation", "reduction_extra",
-            "sorting", "shape_extra", "indexing", "nn_ops", "random"]
+            "sorting", "shape_extra", "indexing", "nn_ops", "random", "fused"]
 __all__ = []
 for _name in FAMILIES:
     try:

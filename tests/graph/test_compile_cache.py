@@ -5,7 +5,6 @@ compilation, and deliberately damaged cache files (truncated JSON, a flipped byt
 a forged primitive name, a changed source file, another version).
 """
 import json
-import os
 import subprocess
 import sys
 import textwrap

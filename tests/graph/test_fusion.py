@@ -503,3 +503,15 @@ def test_an_unwritable_cache_directory_is_reported_and_bypassed(monkeypatch, tmp
     with pytest.warns(RuntimeWarning, match="not writable"):
         d = B.cache_dir()
     assert os.path.isdir(d) and not d.startswith(str(blocker))
+
+
+def test_with_the_compile_cache_on_kernels_live_in_its_kernel_meta_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("MINISPORE_CACHE_DIR", raising=False)
+    monkeypatch.setenv("RANK_ID", "3")
+    old = (ms.get_context("enable_compile_cache"), ms.get_context("compile_cache_path"))
+    ms.set_context(enable_compile_cache=True, compile_cache_path=str(tmp_path / "cache.ms"))
+    try:
+        assert B.cache_dir() == str(tmp_path / "cache.ms" / "rank_3" / "kernel_meta")
+    finally:
+        ms.set_context(enable_compile_cache=old[0], compile_cache_path=old[1])
+    assert B.cache_dir() != str(tmp_path / "cache.ms" / "rank_3" / "kernel_meta")

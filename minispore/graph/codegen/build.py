@@ -6,8 +6,10 @@
 * **Key**: sha256 of the module's C source, the compiler flags, the CPU's feature flags
   (`-march=native` code must not run on another CPU), the Python ABI tag and cffi's version. The
   compiler's own version is not in the key: a kernel built by an older gcc is still correct.
-* **Cache**: `$MINISPORE_CACHE_DIR/kernels`, else `$XDG_CACHE_HOME/minispore/kernels`, else
-  `~/.cache/minispore/kernels`. Each entry is `<name><EXT_SUFFIX>` (the module), `<name>.c` (its
+* **Cache**: `$MINISPORE_CACHE_DIR/kernels`; else, while the compile cache is on
+  (`set_context(enable_compile_cache=True, compile_cache_path=...)`, graph/compile_cache.py), its
+  `rank_<RANK_ID>/kernel_meta` folder (MindSpore's layout); else `$XDG_CACHE_HOME/minispore/kernels`
+  or `~/.cache/minispore/kernels`. Each entry is `<name><EXT_SUFFIX>` (the module), `<name>.c` (its
   source, for readers) and `<name>.json` (the key and the sha256 of the module file). A hit loads
   the module with importlib and runs no compiler (`STATS.compiles` counts compiler runs, tests use
   it). An entry whose file does not match its recorded sha256 (truncated, overwritten, half
@@ -91,6 +93,8 @@ def cache_dir() -> str:
     root = os.environ.get("MINISPORE_CACHE_DIR")
     if root:
         path = os.path.join(root, "kernels")
+    elif _compile_cache_dir() is not None:
+        path = _compile_cache_dir()
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "minispore", "kernels")
@@ -105,6 +109,18 @@ def cache_dir() -> str:
         _warn_once(("cache", path), f"minispore: the kernel cache directory {path} is not writable ({e}); "
                                    f"compiled kernels go to {_fallback_dir} for this process only")
         return _fallback_dir
+
+
+def _compile_cache_dir():
+    """`<compile_cache_path>/rank_<RANK_ID>/kernel_meta` (MindSpore's layout) while the compile cache
+    (graph/compile_cache.py: `set_context(enable_compile_cache=True)`) is on, else None."""
+    try:
+        from .. import compile_cache
+        if compile_cache.enabled():
+            return os.path.join(os.path.dirname(compile_cache.cache_dir()), "kernel_meta")
+    except Exception:          # noqa: BLE001 - no compile cache module or context: the default place
+        pass
+    return None
 
 
 def find_compiler():
@@ -196,8 +212,10 @@ def _load(name, path, key):
 
 
 def _valid_entry(path, meta_path, key) -> bool | None:
-    """True: a good entry; None: no entry; False: an entry that must not be trusted."""
-    if not os.path.exists(path):
+    """True: a good entry; None: no entry (or one still being written); False: an entry that must
+    not be trusted. The record is written before the module is moved into place, so a module
+    without its record was never completed."""
+    if not os.path.exists(path) or not os.path.exists(meta_path):
         return None
     try:
         with open(meta_path) as f:
@@ -274,15 +292,16 @@ def build(kernels: dict) -> KernelModule:
         raise NoCompiler(f"no C compiler found (CC={os.environ.get('CC') or sysconfig.get_config_var('CC')!r})")
     built, tmp = _compile(name, source, [kernels[s][1] for s in symbols], directory)
     try:
-        os.replace(built, path)                    # atomic: readers see the old file or the new one
         with open(os.path.join(directory, name + ".c"), "w") as f:
             f.write(source)
-        meta = {"key": key, "sha256": _sha256(path), "flags": list(FLAGS), "symbols": symbols,
+        # the record first, then the module (atomically): a reader never sees a module without it
+        meta = {"key": key, "sha256": _sha256(built), "flags": list(FLAGS), "symbols": symbols,
                 "python": sys.version.split()[0]}
         tmp_meta = meta_path + f".{os.getpid()}.tmp"
         with open(tmp_meta, "w") as f:
             json.dump(meta, f, indent=1)
         os.replace(tmp_meta, meta_path)
+        os.replace(built, path)                    # atomic: readers see the old file or the new one
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     mod = _load(name, path, key)

@@ -30,8 +30,11 @@ creates no cycle. A cycle would arise when another input of the node depends on 
 a node outside it (`a -> matmul -> b` with a and b fused would have to run both before and after
 the matmul); each value carries a bitmask of the groups it depends on, so the test is one AND.
 Other producer groups are then merged in when the same conditions hold for them (diamonds:
-`exp(x) + x*2`). Groups with fewer than two ops that do work (reshape/broadcast_to/copy do none)
-stay unfused: NumPy runs a single op as fast as a generated loop.
+`exp(x) + x*2`). View ops (reshape, broadcast_to, transpose, copy) never start a group - the value
+they view is often read by an unfusible node too (a reshape feeding a mul and a split) - but one
+whose only reader is a group joins it at the end: the kernel then reads the viewed buffer by
+strides (a transposed read is a permuted stride, a broadcast a zero stride), with no copy. Groups
+with fewer than two ops that do work stay unfused: NumPy runs a single op as fast as a loop.
 
 **After grouping**: each group becomes a `KernelSpec` (c_kernel.py), all kernels of the graph are
 compiled as one module (build.py, cached on disk), and the graph is rebuilt: within each segment
@@ -146,10 +149,6 @@ class _Group:
         self.segment = segment
         self.last = -1
         self.roles: dict[int, str] = {}      # node position -> role
-
-    def row_shapes(self):
-        nd = len(self.domain)
-        return (self.domain[:nd - self.k] + (1,) * self.k, self.domain[:nd - self.k])
 
 
 def _role(info, node, domain, k):

@@ -79,6 +79,12 @@ class AttentionPattern:
         from interval arithmetic on the tile's corners (per batch, then over batches)."""
         if self._trivial:
             return True, False
+        if not self._per_batch:                  # the common case: plain Python integers, no arrays
+            sh = int(self.shift[0]) if self.batch else 0
+            lo_rel, hi_rel = c0 - (r1 - 1) - sh, (c1 - 1) - r0 - sh
+            all_in = ((self.pre is None or lo_rel >= -self.pre) and (self.nxt is None or hi_rel <= self.nxt))
+            none_in = ((self.pre is not None and hi_rel < -self.pre) or (self.nxt is not None and lo_rel > self.nxt))
+            return all_in, none_in
         sh = self.shift
         lo_rel = c0 - (r1 - 1) - sh            # smallest j - i - shift in the tile
         hi_rel = (c1 - 1) - r0 - sh            # largest

@@ -2,7 +2,7 @@
 import importlib
 
 FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activation", "reduction_extra",
-            "sorting", "shape_extra", "indexing", "nn_ops", "random"]
+            "sorting", "shape_extra", "indexing", "nn_ops", "random", "fused"]
 for _name in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_name}")

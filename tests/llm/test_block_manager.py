@@ -1,0 +1,200 @@
+"""The paged-KV block manager: exact accounting, prefix caching, copy-on-write, all-or-nothing errors.
+
+The property test drives random allocate / append / fork / free sequences against a *shadow KV
+store*: every slot holds the token id last written there, so "the KV a sequence reads through its
+block table" is checkable — it must always be the sequence's own tokens, whoever shares its blocks.
+"""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from minispore.common.errors import OpValueError
+from minispore.llm.block_manager import BlockManager, OutOfBlocksError, chain_hash
+
+
+def write_computed(bm, store, seq_id, start, copies=()):
+    """What the model does after a reservation: copy-on-write copies, then the new tokens' KV."""
+    bs = bm.block_size
+    for src, dst in copies:
+        store[dst * bs:(dst + 1) * bs] = store[src * bs:(src + 1) * bs]
+    n = bm.num_tokens(seq_id)
+    store[bm.slots(seq_id, start, n)] = bm.token_ids(seq_id)[start:]
+    bm.mark_computed(seq_id, n)
+
+
+def read_back(bm, store, seq_id):
+    return store[bm.slots(seq_id, 0, bm.num_computed(seq_id))].tolist()
+
+
+def snapshot(bm):
+    return ([(b.ref_count, b.hash, b.token_ids) for b in bm.blocks], list(bm.free_block_ids),
+            sorted(bm.used_block_ids), {k: (list(v.block_table), list(v.token_ids)) for k, v in bm.seqs.items()})
+
+
+class BlockManagerMachine(RuleBasedStateMachine):
+    @initialize(num_blocks=st.integers(1, 12), block_size=st.integers(1, 4), caching=st.booleans())
+    def setup(self, num_blocks, block_size, caching):
+        self.bm = BlockManager(num_blocks, block_size, enable_prefix_caching=caching)
+        self.store = np.full(num_blocks * block_size, -1, dtype=np.int64)
+        self.next_id = 0
+
+    def new_id(self):
+        self.next_id += 1
+        return self.next_id
+
+    # a 2-letter alphabet and short prompts make shared prefixes (cache hits) frequent
+    @rule(prompt=st.lists(st.integers(0, 1), min_size=1, max_size=10))
+    def allocate(self, prompt):
+        sid = self.new_id()
+        before = snapshot(self.bm)
+        if not self.bm.can_allocate(prompt):
+            with pytest.raises(OutOfBlocksError, match="BlockManager.allocate"):
+                self.bm.allocate(sid, prompt)
+            assert snapshot(self.bm) == before                       # nothing changed
+            return
+        cached = self.bm.allocate(sid, prompt)
+        bs = self.bm.block_size
+        assert cached % bs == 0 and cached < len(prompt)
+        # prefix-cache hits hand back blocks that hold exactly the request's tokens
+        assert read_back(self.bm, self.store, sid) == prompt[:cached]
+        for i, b in enumerate(self.bm.block_table(sid)[:cached // bs]):
+            assert self.bm.blocks[b].token_ids == tuple(prompt[i * bs:(i + 1) * bs])
+        write_computed(self.bm, self.store, sid, cached)
+
+    @precondition(lambda self: self.bm.seqs)
+    @rule(data=st.data(), tokens=st.lists(st.integers(0, 1), min_size=1, max_size=3))
+    def append(self, data, tokens):
+        sid = data.draw(st.sampled_from(sorted(self.bm.seqs)))
+        others = {s: read_back(self.bm, self.store, s) for s in self.bm.seqs if s != sid}
+        before = snapshot(self.bm)
+        start = self.bm.num_tokens(sid)
+        try:
+            res = self.bm.append(sid, tokens)
+        except OutOfBlocksError:
+            assert snapshot(self.bm) == before
+            return
+        assert len(res.slots) == len(tokens)
+        write_computed(self.bm, self.store, sid, start, res.copies)
+        # copy-on-write: the sequences that shared a block still read their own tokens
+        for s, toks in others.items():
+            assert read_back(self.bm, self.store, s) == toks
+
+    @precondition(lambda self: self.bm.seqs)
+    @rule(data=st.data())
+    def fork(self, data):
+        parent = data.draw(st.sampled_from(sorted(self.bm.seqs)))
+        child = self.new_id()
+        self.bm.fork(parent, child)
+        assert self.bm.block_table(child) == self.bm.block_table(parent)
+
+    @precondition(lambda self: self.bm.seqs)
+    @rule(data=st.data())
+    def free(self, data):
+        self.bm.free(data.draw(st.sampled_from(sorted(self.bm.seqs))))
+
+    @rule()
+    def free_everything(self):
+        for s in list(self.bm.seqs):
+            self.bm.free(s)
+        # back to the initial accounting: every block free, no references
+        assert self.bm.num_free_blocks == self.bm.num_blocks and not self.bm.used_block_ids
+        assert all(b.ref_count == 0 for b in self.bm.blocks)
+
+    @invariant()
+    def accounting_is_exact(self):
+        self.bm.check()      # free xor used; ref count == number of table entries; never negative
+
+    @invariant()
+    def every_sequence_reads_its_own_tokens(self):
+        for s in self.bm.seqs:
+            assert read_back(self.bm, self.store, s) == self.bm.token_ids(s)[:self.bm.num_computed(s)]
+
+
+BlockManagerMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None,
+                                                 suppress_health_check=[HealthCheck.too_slow])
+test_block_manager_properties = BlockManagerMachine.TestCase
+
+
+# ------------------------------------------------------------------------------------------------
+def test_a_shared_prompt_prefix_is_computed_once():
+    bm = BlockManager(num_blocks=16, block_size=4)
+    system = list(range(100, 112))                                 # 3 full blocks
+    assert bm.allocate("a", system + [1, 2]) == 0
+    bm.mark_computed("a", 14)
+    # same 12-token prefix: 3 blocks found, shared (ref 2), only the tail is new
+    assert bm.allocate("b", system + [7, 8, 9]) == 12
+    assert bm.block_table("b")[:3] == bm.block_table("a")[:3]
+    assert [bm.blocks[b].ref_count for b in bm.block_table("a")] == [2, 2, 2, 1]
+    # the block holding the last prompt token is always recomputed (its logits are needed)
+    assert bm.allocate("c", system) == 8
+    # a different first block breaks the chain, even though later blocks repeat
+    assert bm.allocate("d", [0] * 4 + system[4:] + [1]) == 0
+    assert bm.prefix_hits == 20 and bm.prefix_queries == 14 + 15 + 12 + 13
+    bm.check()
+
+
+def test_freed_blocks_keep_their_hash_until_reused():
+    bm = BlockManager(num_blocks=3, block_size=2)
+    bm.allocate("a", [5, 6, 7, 8, 9])
+    bm.mark_computed("a", 5)
+    bm.free("a")
+    assert bm.num_free_blocks == 3
+    # revived from the free list: the first two blocks come back with their KV
+    assert bm.allocate("b", [5, 6, 7, 8, 1]) == 4
+    bm.free("b")
+    # other tokens take the blocks over; the stale hashes are dropped
+    bm.allocate("c", [1, 1, 2, 2, 3])
+    bm.mark_computed("c", 5)
+    bm.free("c")
+    assert bm.allocate("d", [5, 6, 7, 8, 9]) == 0
+    bm.check()
+
+
+def test_copy_on_write_after_fork():
+    bm = BlockManager(num_blocks=4, block_size=4)
+    bm.allocate("p", [1, 2, 3, 4, 5, 6])
+    bm.mark_computed("p", 6)
+    bm.fork("p", "c")
+    shared = bm.block_table("p")
+    assert [bm.blocks[b].ref_count for b in shared] == [2, 2]
+    res = bm.append("c", [9])                                      # writes into the shared partial block
+    assert len(res.copies) == 1 and res.copies[0][0] == shared[1]
+    assert bm.block_table("c")[0] == shared[0] and bm.block_table("c")[1] != shared[1]
+    assert bm.blocks[shared[1]].ref_count == 1
+    assert bm.append("p", [8]).copies == []                        # the parent is the only owner now
+    bm.check()
+
+
+def test_out_of_blocks_changes_nothing_and_says_how_many():
+    bm = BlockManager(num_blocks=2, block_size=4)
+    bm.allocate("a", [1] * 5)
+    before = snapshot(bm)
+    with pytest.raises(OutOfBlocksError, match=r"needs 1 free block\(s\) but has 0 \(of 2\)"):
+        bm.allocate("b", [2])
+    with pytest.raises(OutOfBlocksError, match="BlockManager.append"):
+        bm.append("a", [1] * 4)
+    assert snapshot(bm) == before
+
+
+def test_chain_hash_depends_on_the_whole_prefix():
+    h1 = chain_hash(None, [1, 2])
+    assert chain_hash(None, [1, 2]) == h1 and chain_hash(None, [2, 1]) != h1
+    assert chain_hash(h1, [3, 4]) != chain_hash(chain_hash(None, [0, 0]), [3, 4])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda bm: bm.allocate("a", []), "non-empty"),
+    (lambda bm: bm.allocate("x", [1]), "new sequence id"),
+    (lambda bm: bm.append("nope", [1]), "sequence id"),
+    (lambda bm: bm.free("nope"), "BlockManager.free"),
+    (lambda bm: bm.fork("x", "x"), "new child"),
+    (lambda bm: bm.mark_computed("x", 9), "mark_computed"),
+    (lambda bm: BlockManager(0, 4), "num_blocks"),
+    (lambda bm: BlockManager(4, 2.5), "block_size"),
+])
+def test_bad_input(call, match):
+    bm = BlockManager(4, 4)
+    bm.allocate("x", [1, 2])
+    with pytest.raises(OpValueError, match=match):
+        call(bm)
