@@ -262,7 +262,7 @@ def _mar_infer(x, w, bias, trans_input, trans_x2):
 def _mar_kernel(x, w, bias, trans_input, trans_x2):
     a = np.swapaxes(x, -1, -2) if trans_input else x
     b = w.T if trans_x2 else w
-    if a.dtype == mstype.bfloat16.np:
+    if a.dtype.itemsize < 4:                  # float16/bfloat16: accumulate in float32, round once
         a, b = a.astype(np.float32), b.astype(np.float32)
     y = a @ b
     if bias is not None:
