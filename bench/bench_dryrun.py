@@ -59,17 +59,19 @@ def _blas_threads(n):
 
 # -- dryrun ------------------------------------------------------------------------------------------
 def section_dryrun(args):
-    rows = [("llama-7b", 2048, False, "h100"), ("llama-7b", 2048, True, "ascend910b"),
-            ("llama-7b", 2048, True, "h100"), ("llama-13b", 2048, True, "ascend910b"),
-            ("llama-70b", 4096, True, "h100")]
-    print("| model | step | device | nodes | params | Used peak | Actual peak | fits | TFLOP | predicted step "
-          "| DryRun wall | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, seq, train, device in rows:
+    rows = [("llama-7b", 2048, False, "h100", "flash", None), ("llama-7b", 2048, True, "ascend910b", "naive", None),
+            ("llama-7b", 2048, True, "ascend910b", "flash", None),
+            ("llama-7b", 2048, True, "ascend910b", "flash", ms.bfloat16),
+            ("llama-7b", 2048, True, "h100", "flash", None), ("llama-13b", 2048, True, "ascend910b", "flash", None),
+            ("llama-70b", 4096, True, "h100", "flash", None)]
+    print("| model | step | attention | dtype | device | nodes | params | Used peak | Actual peak | fits | TFLOP "
+          "| predicted step | DryRun wall | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, seq, train, device, attention, dtype in rows:
         t0 = time.perf_counter()
         cfg = get_preset(name).model
-        with abstract_parameters():
-            model = Llama(cfg)
+        with abstract_parameters(dtype=dtype):
+            model = Llama(cfg, attention=attention)
         spec = ((1, seq), ms.int64)
         if train:
             r = dryrun(model.loss, spec, spec, train=True, device=device)
@@ -78,7 +80,8 @@ def section_dryrun(args):
         wall = time.perf_counter() - t0
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         d = r.to_dict()
-        print(f"| {name} seq {seq} | {'train' if train else 'forward'} | {device} | {d['num_nodes']} | "
+        print(f"| {name} seq {seq} | {'train' if train else 'forward'} | {attention} | "
+              f"{'float32' if dtype is None else 'bfloat16'} | {device} | {d['num_nodes']} | "
               f"{r.num_params / 1e9:.2f} B | {d['used_peak_M']}M | {d['actual_peak_M']}M | "
               f"{'yes' if r.fits else 'no'} | {r.total_flops / 1e12:.1f} | {r.step_time_s * 1e3:.0f} ms | "
               f"{wall:.2f} s | {rss:.0f} MB |")

@@ -163,16 +163,18 @@ class Profiler:
     def summary(self, top=15) -> str:
         """The top ops by total time, as a text table (with the totals of ALL ops on the last line)."""
         stats = self.op_stats()
-        head = f"{'op':<24}{'calls':>8}{'total (ms)':>13}{'avg (us)':>12}{'min (us)':>11}{'max (us)':>11}{'%':>7}"
+        shown = stats[:top] if top else stats
+        w = max([24] + [len(r["op"]) + 2 for r in shown])
+        head = f"{'op':<{w}}{'calls':>8}{'total (ms)':>13}{'avg (us)':>12}{'min (us)':>11}{'max (us)':>11}{'%':>7}"
         lines = [head, "-" * len(head)]
-        for r in stats[:top] if top else stats:
-            lines.append(f"{r['op']:<24}{r['calls']:>8}{r['total_us'] / 1e3:>13.3f}{r['avg_us']:>12.1f}"
+        for r in shown:
+            lines.append(f"{r['op']:<{w}}{r['calls']:>8}{r['total_us'] / 1e3:>13.3f}{r['avg_us']:>12.1f}"
                          f"{r['min_us']:>11.1f}{r['max_us']:>11.1f}{100 * r['ratio']:>6.1f}%")
         n = sum(r["calls"] for r in stats)
         total = sum(r["total_us"] for r in stats)
         if top and len(stats) > top:
             lines.append(f"... {len(stats) - top} more ops")
-        lines.append(f"{'total':<24}{n:>8}{total / 1e3:>13.3f}")
+        lines.append(f"{'total':<{w}}{n:>8}{total / 1e3:>13.3f}")
         graph_runs = sum(1 for e in self._recorder.events if e[1] == "graph_run")
         if graph_runs:
             lines.append(f"({graph_runs} graph runs; graph nodes and PyNative calls are counted together)")

@@ -3,7 +3,9 @@ for every primitive, or falls back explicitly").
 
 A backend is one object, registered under a name ("CPU", "Ascend", "Toy", ...), that offers five
 things. Everything below is the contract a plugin relies on; `minispore/backend/cpu.py` is the
-reference implementation and `tutorials/04_writing_a_backend_plugin.ipynb` a complete toy plugin.
+reference implementation (its `HostBackend` — host memory, synchronous streams, your kernels — is
+the smallest complete backend to subclass) and `tutorials/04_writing_a_backend_plugin.ipynb` a
+complete toy plugin with its own device memory and asynchronous streams.
 
 1. **Device memory.**
    `alloc(nbytes) -> DeviceBuffer` returns an opaque handle (a subclass of `DeviceBuffer`; all the

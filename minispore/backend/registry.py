@@ -79,10 +79,12 @@ def _entry_points():
 
 
 def available_backends() -> list[str]:
-    """Names of every backend that can be asked for: built in, registered, or installed (not loaded)."""
+    """Names of every backend that can be asked for: built in, registered, or installed (not
+    loaded). The CPU reference comes first, the others in alphabetical order."""
     names = set(_factories)
     names.update(ep.name for ep in _entry_points())
-    return sorted(names)
+    names.discard("CPU")
+    return ["CPU"] + sorted(names)
 
 
 def loaded_backends() -> list[str]:

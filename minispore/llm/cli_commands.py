@@ -4,6 +4,7 @@
     minispore train --max-iters 200 --out out/quick   # a shorter run
     minispore train --resume                          # continue the run in --out from its latest checkpoint
     minispore generate --ckpt out/shakespeare-char --prompt "ROMEO:" --max-new-tokens 300
+    minispore generate --ckpt out/shakespeare-char --top-p 0.9 --repetition-penalty 1.2 --stop "\n\n" --kv-cache paged
 
 Hyper-parameters default to the preset's (nanoGPT's CPU recipe for `shakespeare-char`); every
 flag left out keeps the preset value. `generate` reads the model config and the tokenizer from the
@@ -130,8 +131,18 @@ def add_generate_args(parser: argparse.ArgumentParser):
     parser.add_argument("--max-new-tokens", type=int, default=200, help="characters to generate (default 200)")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature, 0 = greedy (default 0.8)")
     parser.add_argument("--top-k", type=int, default=50, help="sample among the k most likely (0 = all; default 50)")
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="nucleus sampling: keep the most likely tokens up to this probability mass (default 1 = off)")
+    parser.add_argument("--repetition-penalty", type=float, default=1.0,
+                        help="divide the logits of tokens already in the text by this (default 1 = off)")
+    parser.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                        help="stop when the generated text contains TEXT (cut before it; \\n and \\t are read as "
+                             "newline and tab); repeatable")
     parser.add_argument("--seed", type=int, default=0, help="random seed for sampling (default 0)")
     parser.add_argument("--no-cache", action="store_true", help="recompute the whole context for every token")
+    parser.add_argument("--kv-cache", choices=("contiguous", "paged"), default="contiguous",
+                        help="KV cache layout (default contiguous; paged: fixed-size blocks and block tables)")
+    parser.add_argument("--block-size", type=int, default=16, help="positions per block of the paged cache (default 16)")
 
 
 def load_for_generation(ckpt):
@@ -161,7 +172,9 @@ def run_generate(args) -> int:
     model, tokenizer = load_for_generation(args.ckpt)
     text = generate_text(model, tokenizer, args.prompt, max_new_tokens=args.max_new_tokens,
                          temperature=args.temperature, top_k=args.top_k or None, seed=args.seed,
-                         use_cache=not args.no_cache)
+                         use_cache=not args.no_cache, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
+                         stop=tuple(s.replace("\\n", "\n").replace("\\t", "\t") for s in args.stop),
+                         kv_cache=args.kv_cache, block_size=args.block_size)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 

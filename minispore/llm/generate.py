@@ -299,7 +299,8 @@ def generate(model, prompt_ids, max_new_tokens=200, temperature=0.8, top_k=50, s
     """
     ids = np.asarray(prompt_ids).reshape(-1).tolist()
     options.setdefault("context", "slide")
-    kv_cache = options.pop("kv_cache", "contiguous") if use_cache else None
+    kv_cache = options.pop("kv_cache", "contiguous")
+    kv_cache = kv_cache if use_cache else None
     (res,) = generate_batch(model, [ids], max_new_tokens, temperature, top_k, seed=seed, kv_cache=kv_cache,
                             **options)
     return res.token_ids
@@ -318,7 +319,8 @@ def generate_text(model, tokenizer, prompt: str, max_new_tokens=200, temperature
         raise OpValueError("generate", f"a prompt made of the {len(vocab)} characters the model was trained on",
                            f"{''.join(unknown)!r}, which the training text never contains")
     options.setdefault("context", "slide")
-    kv_cache = options.pop("kv_cache", "contiguous") if use_cache else None
+    kv_cache = options.pop("kv_cache", "contiguous")
+    kv_cache = kv_cache if use_cache else None
     (res,) = generate_batch(model, [tokenizer.encode(prompt)], max_new_tokens, temperature, top_k, seed=seed,
                             tokenizer=tokenizer, kv_cache=kv_cache, **options)
     return prompt + res.text

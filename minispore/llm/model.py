@@ -38,6 +38,29 @@ from .config import LlamaConfig
 from .kv_cache import KVCache, PagedKVCache
 from .rope import apply_rotary_emb, rope_tables
 
+# MindSpore's fused LLM operators (ops/prims/fused*.py), used when present: one kernel (and one
+# backward rule) where the composite spelling runs several ops. Same numbers, up to float rounding.
+_FUSED_ROPE = getattr(F, "rotary_position_embedding", None)
+_FUSED_ADD_RMS_NORM = getattr(F, "add_rms_norm", None)
+
+
+def rope(x, cos, sin):
+    """Rotary embedding of x (B, T, H, hd): `ops.rotary_position_embedding` (mode 0, rotate-half)
+    when the fused ops exist, else the composite `x * cos + rotate_half(x) * sin` of rope.py."""
+    if _FUSED_ROPE is not None:
+        return _FUSED_ROPE(x, cos, sin, 0)
+    return apply_rotary_emb(x, cos, sin)
+
+
+def residual_rms_norm(norm, x, delta):
+    """(norm(x + delta), x + delta): `ops.add_rms_norm` (the residual add fused into the norm) when
+    the fused ops exist, else an add and the norm cell."""
+    if _FUSED_ADD_RMS_NORM is not None:
+        y, _, h = _FUSED_ADD_RMS_NORM(x, delta, norm.weight, norm.eps)
+        return y, h
+    h = x + delta
+    return norm(h), h
+
 
 class Attention(nn.Cell):
     """Causal multi-head attention with rotary embeddings and grouped-query (shared) key/value heads.
@@ -76,8 +99,8 @@ class Attention(nn.Cell):
         q = F.reshape(self.wq(x), (batch, seq, self.n_heads, self.head_dim))
         k = F.reshape(self.wk(x), (batch, seq, self.n_kv_heads, self.head_dim))
         v = F.reshape(self.wv(x), (batch, seq, self.n_kv_heads, self.head_dim))
-        q = apply_rotary_emb(q, *rope_q)          # rope_q also carries the 1/sqrt(head_dim) scale
-        k = apply_rotary_emb(k, *rope_k)
+        q = rope(q, *rope_q)                      # rope_q also carries the 1/sqrt(head_dim) scale
+        k = rope(k, *rope_k)
         # (B, T, H, hd) -> (B, H, T, hd): heads become a batch dimension of the matmuls
         q = F.transpose(q, (0, 2, 1, 3))
         k = F.transpose(k, (0, 2, 1, 3))
@@ -117,8 +140,9 @@ class TransformerBlock(nn.Cell):
         self.feed_forward = FeedForward(cfg)
 
     def construct(self, x, batch, rope_q, rope_k, cache=None):
-        h = x + self.attention(self.attention_norm(x), batch, rope_q, rope_k, cache)
-        return h + self.feed_forward(self.ffn_norm(h))
+        a = self.attention(self.attention_norm(x), batch, rope_q, rope_k, cache)
+        normed, h = residual_rms_norm(self.ffn_norm, x, a)       # h = x + a; normed = ffn_norm(h)
+        return h + self.feed_forward(normed)
 
 
 class Llama(nn.Cell):
@@ -263,8 +287,8 @@ class Llama(nn.Cell):
         * `input_ids`: a (batch, seq) integer Tensor or array — with `attention_mask` (1 = token,
           0 = padding) when its rows are padded — or a list of token-id lists (ragged prompts);
         * returns the same kind: a Tensor/array (batch, seq + n) holding each input row followed
-          by its new tokens (rows that stopped early are filled with `pad_token_id`), or a list
-          of lists (prompt + new tokens);
+          by its new tokens (rows that stopped early are filled with `pad_token_id`), a list of
+          lists (prompt + new tokens), or one list for one flat list of ids;
         * `stop_token_ids`: "eos" (default) stops at the checkpoint's `eos_token_id` when it has
           one (as HF does); or a list of ids; or ();
         * the other options are `generate_batch`'s (generate.py).
@@ -289,7 +313,10 @@ class Llama(nn.Cell):
                                  stop_token_ids, stop, seed, tokenizer, kv_cache, block_size, num_blocks,
                                  prefill_chunk)
         if not array_in:
-            return [r.prompt_ids + r.token_ids for r in results]
+            seqs = [r.prompt_ids + r.token_ids for r in results]
+            flat = isinstance(input_ids, (list, tuple)) and not any(isinstance(t, (list, tuple, np.ndarray))
+                                                                   for t in input_ids)
+            return seqs[0] if flat else seqs
         if pad_token_id is None:
             pad_token_id = getattr(self, "hf_config", {}).get("pad_token_id")
             pad_token_id = pad_token_id if pad_token_id is not None else (stop_token_ids[0] if stop_token_ids else 0)

@@ -42,7 +42,7 @@ from ..common import dtype as mstype
 from ..common.tensor import Tensor
 from ..ops.primitive import PRIMITIVES
 from .checks import _flatten
-from .opinfo import OP_DB, OpInfo, SampleInput
+from .opinfo import OP_DB, OpInfo
 
 OK, FAIL, ERROR, FALLBACK, SKIP = "ok", "FAIL", "ERROR", "fallback", "skip"
 GRAD_DTYPE = mstype.float32

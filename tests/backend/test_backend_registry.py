@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import cli, ops
+from minispore import cli
 from minispore.backend import (BackendUnavailableError, available_backends, current_backend, get_backend,
                                loaded_backends, register_backend, registry)
 from minispore.common.errors import OpValueError
@@ -54,6 +54,7 @@ def test_set_context_selects_a_backend_and_rebinds_kernels():
 def test_plugins_are_discovered_without_loading_and_loaded_once_when_selected(entry_points):
     ep = FakeEntryPoint("Fake", make_queue_toy(name="Fake"))
     entry_points.append(ep)
+    assert available_backends()[0] == "CPU"                            # the reference first
     assert "Fake" in available_backends() and ep.loads == 0           # listing reads metadata only
     assert "Fake" not in loaded_backends()
     ms.set_context(device_target="Fake")
@@ -63,7 +64,8 @@ def test_plugins_are_discovered_without_loading_and_loaded_once_when_selected(en
     registry._instances.pop("Fake")                                    # forget it for the next tests
 
 
-def test_a_known_plugin_that_is_not_installed_says_what_to_install(entry_points):
+def test_a_known_plugin_that_is_not_installed_says_what_to_install(entry_points, monkeypatch):
+    monkeypatch.delitem(registry._instances, "Ascend", raising=False)     # as if never installed
     ms.set_context(device_target="CPU")
     with pytest.raises(BackendUnavailableError) as e:
         ms.set_context(device_target="Ascend")

@@ -24,10 +24,10 @@ from minispore.llm.model import Llama
 from minispore.ops.primitive import AbstractTensor, get_primitive
 
 
-def tiny_llama(**kw):
+def tiny_llama(attention="auto", **kw):
     ms.set_seed(0)
     cfg = LlamaConfig(**{**dict(vocab_size=65, dim=32, n_layers=2, n_heads=4, max_seq_len=16), **kw})
-    return Llama(cfg), cfg
+    return Llama(cfg, attention=attention), cfg
 
 
 class MLP(nn.Cell):
@@ -113,8 +113,12 @@ def _matmul_params(cfg):
 
 
 @pytest.mark.parametrize("tie", [False, True])
-def test_matmul_flops_equal_the_closed_form(tie):
-    model, cfg = tiny_llama(tie_embeddings=tie, n_kv_heads=2)
+@pytest.mark.parametrize("attention", ["naive", "flash"])
+def test_matmul_flops_equal_the_closed_form(tie, attention):
+    """Projections: 2N'T forward, twice that backward. Attention (full s x s): QK^T and PV are
+    4 L h s T forward; the naive backward is twice that, flash attention's 2.5x (it recomputes
+    QK^T from the saved log-sum-exp instead of storing the probabilities)."""
+    model, cfg = tiny_llama(attention=attention, tie_embeddings=tie, n_kv_heads=2)
     b, s = 2, 16
     spec = ((b, s), ms.int64)
     tokens = b * s
@@ -122,13 +126,14 @@ def test_matmul_flops_equal_the_closed_form(tie):
     fwd = dryrun(model.loss, spec, spec, device="h100")
     assert fwd.matmul_flops == 2 * _matmul_params(cfg) * tokens + attn
     step = dryrun(model.loss, spec, spec, train=True, device="h100")
-    assert step.matmul_flops == 6 * _matmul_params(cfg) * tokens + 3 * attn
+    backward_attn = 2 * attn if attention == "naive" else 5 * attn // 2
+    assert step.matmul_flops == 6 * _matmul_params(cfg) * tokens + attn + backward_attn
 
 
 def test_llama_7b_training_step_parameters_flops_and_memory():
     cfg = get_preset("llama-7b").model
     with abstract_parameters():
-        model = Llama(cfg)
+        model = Llama(cfg, attention="naive")              # the s x s probabilities are stored
     assert all(is_abstract(p._data) for p in model.trainable_params())
     spec = ((1, 2048), ms.int64)
     r = dryrun(model.loss, spec, spec, train=True, device="ascend910b")
@@ -149,6 +154,12 @@ def test_llama_7b_training_step_parameters_flops_and_memory():
     assert labels[1] == "parameters" and r.dominant[1][1] == 4 * n
     assert "Does NOT fit on Huawei Ascend 910B" in r.fit_message()
     assert "saved activation: softmax" in r.fit_message()        # the s x s attention probabilities
+    # with flash attention only the log-sum-exp is saved: the peak moves to the end of the backward
+    # pass, where weights, gradients and moments are 16 bytes per parameter
+    model.set_attention("flash")
+    f = dryrun(model.loss, spec, spec, train=True, device="ascend910b")
+    assert f.actual_peak_bytes < r.actual_peak_bytes
+    assert ("gradients", 4 * n, 291) in f.dominant
 
 
 # -- no kernels, no weight memory --------------------------------------------------------------------
@@ -227,6 +238,11 @@ def test_device_lookup_and_custom_profile(tmp_path):
     path = tmp_path / "toy.json"
     path.write_text(json.dumps(custom.to_dict()))
     assert dev.load_profile(path) == custom
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(OpValueError, match="load_profile"):
+        dev.load_profile(tmp_path / "broken.json")
+    with pytest.raises(OpValueError, match="load_profile"):
+        dev.load_profile(tmp_path / "missing.json")
     net = MLP()
     r = dryrun(net, ((4096, 16), ms.float32), device=custom)
     assert not r.fits and "Does NOT fit on Toy" in r.fit_message()

@@ -51,6 +51,21 @@ def test_train_then_generate(tmp_path, capsys):
     assert main(["generate", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "40", "--seed", "3",
                  "--no-cache"]) == 0
     assert capsys.readouterr().out == text
+    # the paged KV cache gives the same text; the new sampling flags and stop strings work
+    assert main(["generate", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "40", "--seed", "3",
+                 "--kv-cache", "paged", "--block-size", "4"]) == 0
+    assert capsys.readouterr().out == text
+    stop = text[10:12]
+    assert main(["generate", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "40", "--seed", "3",
+                 "--stop", stop, "--stop", "\\n\\n"]) == 0
+    cut = text[6:]
+    cut = cut[:min(i for i in (cut.find(stop), cut.find("\n\n"), len(cut)) if i >= 0)]
+    assert capsys.readouterr().out == "ROMEO:" + cut + ("" if cut.endswith("\n") else "\n")
+    assert main(["generate", "--ckpt", str(out), "--prompt", "ROMEO:", "--max-new-tokens", "20", "--top-p", "0.5",
+                 "--repetition-penalty", "1.3", "--temperature", "1.0"]) == 0
+    assert len(capsys.readouterr().out.rstrip("\n")) >= 20
+    assert main(["generate", "--ckpt", str(out), "--top-p", "1.5"]) == 1
+    assert "top_p" in capsys.readouterr().err
 
     # continue the run: more iterations, same schedule
     assert main(["train", "--max-iters", "9", "--lr-decay-iters", "6", "--out", str(out), "--resume", *TINY]) == 0

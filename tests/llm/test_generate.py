@@ -116,3 +116,94 @@ def test_bad_prompt_ids():
         generate(model64(), [], 3)
     with pytest.raises(OpValueError, match=r"\[0, 13\)"):
         generate(model64(), [1, 13], 3)
+
+
+# ------------------------------------------------------------------------------------------------
+# the batched engine: stops, context, model.generate's input/output forms, bad input
+from minispore.llm import generate_batch  # noqa: E402
+
+
+def test_stop_tokens_end_a_row_and_are_kept():
+    m = model64(max_seq_len=32)
+    free = generate_batch(m, [[1, 2], [5]], 12)
+    stop_at = free[0].token_ids[4]
+    first = free[0].token_ids.index(stop_at)
+    res = generate_batch(m, [[1, 2], [5]], 12, stop_token_ids=[stop_at])
+    assert res[0].token_ids == free[0].token_ids[:first + 1] and res[0].finish_reason == "stop"
+    other = free[1].token_ids
+    cut = other.index(stop_at) + 1 if stop_at in other else len(other)
+    assert res[1].token_ids == other[:cut]
+    assert res[1].finish_reason == ("stop" if stop_at in other else "length")
+
+
+def test_stop_strings_cut_the_text():
+    tok = CharTokenizer("abcdefghijklm")
+    m = model64(max_seq_len=32)
+    free = generate_batch(m, [tok.encode("cab")], 20, tokenizer=tok)[0]
+    stop = free.text[5:7]                                  # a 2-character string the text contains
+    res = generate_batch(m, [tok.encode("cab")], 20, tokenizer=tok, stop=[stop, "zz"])[0]
+    i = free.text.find(stop)
+    assert res.finish_reason == "stop" and res.text == free.text[:i]
+    assert res.token_ids == free.token_ids[:i + 2]        # up to the token that completed the stop string
+    assert generate_text(m, tok, "cab", 20, temperature=0.0, stop=[stop]) == "cab" + free.text[:i]
+
+
+@pytest.mark.parametrize("kv_cache", ["contiguous", "paged", None])
+def test_a_full_context_ends_the_row_with_length(kv_cache):
+    m = model64(max_seq_len=8)
+    res = generate_batch(m, [[1, 2, 3], [4] * 8], 50, kv_cache=kv_cache)
+    assert [len(r.token_ids) for r in res] == [6, 1] and {r.finish_reason for r in res} == {"length"}
+    slide = generate(m, [1, 2, 3], 20, temperature=0.0, kv_cache=kv_cache or "contiguous", use_cache=bool(kv_cache))
+    assert slide[:6] == res[0].token_ids and len(slide) == 20
+
+
+def test_model_generate_returns_what_it_was_given():
+    m = model64(max_seq_len=32)
+    ids = np.array([[0, 0, 3, 4], [5, 6, 7, 8]])
+    mask = np.array([[0, 0, 1, 1], [1, 1, 1, 1]])
+    out = m.generate(ms.Tensor(ids), 5, attention_mask=ms.Tensor(mask))
+    assert isinstance(out, ms.Tensor) and out.shape == (2, 9)
+    np.testing.assert_array_equal(out.asnumpy()[:, :4], ids)
+    assert out.asnumpy()[0, 4:].tolist() == m.generate([3, 4], 5)[2:]
+    assert m.generate([[3, 4], [5, 6, 7, 8]], 5) == [m.generate([3, 4], 5), m.generate([5, 6, 7, 8], 5)]
+    # rows that stop early are filled with pad_token_id
+    stop = int(out.asnumpy()[1, 4])
+    padded = m.generate(ids, 5, attention_mask=mask, stop_token_ids=[stop], pad_token_id=12)
+    assert isinstance(padded, np.ndarray)
+    for b in range(2):
+        new = out.asnumpy()[b, 4:].tolist()
+        kept = new[:new.index(stop) + 1] if stop in new else new
+        assert padded[b, 4:].tolist()[:len(kept)] == kept
+        assert set(padded[b, 4 + len(kept):].tolist()) <= {12}
+    # as wide as the longest row
+    assert padded[1, 4:].tolist() == [stop] + [12] * (padded.shape[1] - 5)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(prompts=[[1, 2], []]), "prompt 1 with no tokens"),
+    (dict(prompts=[[1] * 9]), r"at most max_seq_len = 8 tokens .* prompt of 9 tokens"),
+    (dict(prompts=[[1, 99]]), r"token ids in \[0, 13\)"),
+    (dict(prompts=[[1.5, 2.0]]), "int token ids"),
+    (dict(kv_cache="ring"), "'kv_cache'"),
+    (dict(prefill_chunk=0), "'prefill_chunk'"),
+    (dict(block_size=0), "'block_size'"),
+    (dict(stop=["x"]), "'tokenizer'"),
+    (dict(context="wrap"), "'context'"),
+    (dict(top_p=2.0), "'top_p'"),
+    (dict(prompts=[[1], [2]], context="slide"), "context='slide' with one prompt"),
+])
+def test_bad_generate_batch_input_names_the_parameter(kw, match):
+    args = dict(prompts=[[1, 2]], max_new_tokens=3)
+    args.update(kw)
+    with pytest.raises(OpValueError, match=match):
+        generate_batch(model64(), **args)
+
+
+def test_bad_model_generate_input():
+    m = model64()
+    with pytest.raises(OpValueError, match="attention_mask"):
+        m.generate(np.ones((2, 3), np.int64), 2, attention_mask=np.ones((2, 4)))
+    with pytest.raises(OpTypeError, match="generate"):
+        m.generate("hello", 2)
+    with pytest.raises(OpTypeError, match="tokenizer"):
+        generate_batch(m, [[1]], 2, tokenizer=object())

@@ -25,7 +25,7 @@ How it works (read in this order):
 * cli.py       `minispore dryrun ...`
 
 Why the whole LLaMA-7B step is captured at once, not one layer times 32: capture costs ~20 us per
-node (inference only) and the planner is vectorised, so the 3,900-node graph of a 32-layer
+node (inference only) and the planner is vectorised, so the ~4,000-node graph of a 32-layer
 training step compiles and plans in well under a second - per-layer reuse (lazy_inline) is not
 needed for speed here, and the full graph gives the exact schedule (saved activations of every
 layer alive together at the start of backward).

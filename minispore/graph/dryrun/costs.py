@@ -17,7 +17,9 @@ bytes: one read of each input, one write of each output.
 
 Conventions (the ones FLOP counters such as fvcore or DeepSpeed's profiler also use):
 
-* Matrix products dominate training FLOPs, and their count is exact: `2 * M * N * K`.
+* Matrix products dominate training FLOPs, and their count is exact: `2 * M * N * K`. Fused
+  attention (flash_attention_score and its gradient) counts its matmuls the same way, with the
+  backward's recomputation (2.5x the forward), and its softmax as vector work.
 * Elementwise arithmetic is 1 FLOP per output element; fused elementwise rules (softmax, RMSNorm,
   SiLU, cross-entropy and their gradients) count the arithmetic of their formula, per element
   (see FLOPS_PER_ELEMENT). Reductions are 1 FLOP per *input* element.
@@ -78,7 +80,9 @@ MOVE_OPS = frozenset({"concat", "stack", "split", "tile", "repeat_interleave", "
                       "gather_elements_grad"})
 # ops that read only what they return (plus the indices): bytes = indices + 2 * output
 GATHER_OPS = frozenset({"embedding", "gather", "gather_along_axis", "gather_elements", "getitem"})
-MATMUL_OPS = frozenset({"matmul", "bmm", "conv2d", "conv2d_backprop_input", "conv2d_backprop_filter"})
+MATMUL_OPS = frozenset({"matmul", "bmm", "conv2d", "conv2d_backprop_input", "conv2d_backprop_filter",
+                        "flash_attention_score", "flash_attention_score_grad", "prompt_flash_attention",
+                        "incre_flash_attention"})
 
 # rules written as functions: name -> fn(in_avals, out_avals, attrs) -> flops
 COST_RULES: dict = {}
@@ -86,7 +90,8 @@ COST_RULES: dict = {}
 
 def register_cost(name: str, rule):
     """Give primitive `name` a cost rule `rule(in_avals, out_avals, attrs)` (overrides the tables).
-    It returns the FLOPs (an int), or a dict with "flops" and optionally "bytes_read" and
+    It returns the FLOPs (an int), or a dict with "flops" and optionally "matmul_flops" (the part
+    done by the matrix unit; default: all of it for a matmul-kind op, else none), "bytes_read" and
     "bytes_written" (default: tensor inputs + outputs). `in_avals` holds an AbstractTensor for every
     tensor input and the constant itself otherwise."""
     COST_RULES[name] = rule
@@ -113,6 +118,36 @@ def _embedding_grad_flops(ins, outs, attrs):
     return _size(ins[0])                           # one add per element of dout (scatter-add)
 
 
+def _attention_geometry(name, ins, attrs, heads_attr, kv_heads_attr=None):
+    """(B, N1, S1, S2, D) of a fused attention op, from the op's own geometry check."""
+    from ...ops.prims.fused_attention import _qkv_geometry
+    q, k, v = ins[0], ins[1], ins[2]
+    kv = attrs.get(kv_heads_attr, 0) if kv_heads_attr else 0
+    b, n1, _n2, s1, s2, d = _qkv_geometry(name, q, k, v, attrs[heads_attr], attrs["input_layout"], kv)
+    return b, n1, s1, s2, d
+
+
+def _flash_attention_cost(backward: bool, heads_attr="head_num", kv_heads_attr=None):
+    """FlashAttention: QK^T and PV are 2 matmuls of 2*S1*S2*D FLOPs per head; the backward pass
+    recomputes QK^T and does dV, dP, dQ, dK: 5 such matmuls, 2.5x the forward (Dao 2023,
+    FlashAttention-2, section 3.1). The full S1 x S2 is counted even under a causal mask (PaLM's
+    convention; a kernel that skips masked tiles does about half). Softmax work (exp, max, sum,
+    rescale: ~5 per score, ~8 in backward) runs on the vector unit. Bytes: what the op reads and
+    writes - the S1 x S2 scores never reach memory, which is the point of the kernel."""
+    def rule(ins, outs, attrs):
+        name = "flash_attention_score" if heads_attr == "head_num" else "prompt_flash_attention"
+        if backward:                     # (dout, dlse, q, k, v, ...): the geometry of q, k, v
+            ins = ins[2:]
+        b, n1, s1, s2, d = _attention_geometry(name, ins, attrs, heads_attr, kv_heads_attr)
+        scores = b * n1 * s1 * s2
+        mm = (10 if backward else 4) * scores * d
+        return {"flops": mm + (8 if backward else 5) * scores, "matmul_flops": mm}
+    return rule
+
+
+register_cost("flash_attention_score", _flash_attention_cost(False))
+register_cost("flash_attention_score_grad", _flash_attention_cost(True))
+register_cost("prompt_flash_attention", _flash_attention_cost(False, "num_heads", "num_key_value_heads"))
 register_cost("conv2d_backprop_input", _conv_backprop_flops)
 register_cost("conv2d_backprop_filter", _conv_backprop_flops)
 register_cost("sort", _sort_flops)
@@ -125,9 +160,9 @@ register_cost("multinomial", lambda ins, outs, attrs: _size(ins[0]) * 3)
 
 @dataclass
 class NodeCost:
-    """What one node costs. `kind` picks the peak rate in the roofline: 'matmul' (the device's
-    matrix unit: tensor cores, Ascend's cube unit, BLAS on a CPU), 'vector' (everything else),
-    'view' (free) or 'host' (a host call: not modelled)."""
+    """What one node costs. `matmul_flops` of its `flops` run on the device's matrix unit (tensor
+    cores, Ascend's cube unit, BLAS on a CPU), the rest on the vector unit. `kind`: 'matmul' (mostly
+    matrix work), 'vector', 'view' (free) or 'host' (a host call: not modelled)."""
     flops: int
     bytes_read: int
     bytes_written: int
@@ -203,12 +238,14 @@ def node_cost(node, consumers=None) -> NodeCost:
         return NodeCost(flops, read, written, "vector")
 
     rule = COST_RULES.get(name)
+    matmul_flops = -1
     if rule is not None:
         c = rule(ins, outs, node.attrs)
         if isinstance(c, dict):
             flops = int(c.get("flops", 0))
             read = int(c.get("bytes_read", read))
             written = int(c.get("bytes_written", written))
+            matmul_flops = int(c.get("matmul_flops", -1))
         else:
             flops = int(c)
     elif node.op.cost is not None:
@@ -225,7 +262,7 @@ def node_cost(node, consumers=None) -> NodeCost:
     else:
         flops = sum(_size(a) for a in outs[:1])
     kind = "matmul" if name in MATMUL_OPS else "vector"
-    return NodeCost(flops, read, written, kind)
+    return NodeCost(flops, read, written, kind, matmul_flops)
 
 
 def consumers_of(graph) -> dict:

@@ -78,13 +78,20 @@ class DeviceProfile:
             return table[dtype_name]
         return table.get("float32") or max(table.values())
 
+    def compute_time(self, cost, dtype_name: str) -> float:
+        """Seconds of arithmetic: matrix-unit FLOPs at the matmul peak, the rest at the vector peak."""
+        mm = cost.matmul_flops
+        t = mm / self.peak_flops("matmul", dtype_name) if mm else 0.0
+        rest = cost.flops - mm
+        return t + (rest / self.peak_flops("vector", dtype_name) if rest > 0 else 0.0)
+
     def node_time(self, cost, dtype_name: str) -> float:
-        """Roofline time of one node (a costs.NodeCost) computing in `dtype_name`."""
+        """Roofline time of one node (a costs.NodeCost) computing in `dtype_name`:
+        max(compute time, bytes / bandwidth) + the kernel launch."""
         if cost.kind in ("view", "host"):
             return 0.0
-        compute = cost.flops / self.peak_flops(cost.kind, dtype_name) if cost.flops else 0.0
         memory = cost.bytes / self.mem_bw if cost.bytes else 0.0
-        return max(compute, memory) + self.launch_s
+        return max(self.compute_time(cost, dtype_name), memory) + self.launch_s
 
     def scaled(self, efficiency: float) -> "DeviceProfile":
         """The same device at `efficiency` x its peak rates (e.g. 0.6 for a realistic MFU)."""
@@ -159,8 +166,14 @@ def register_device(profile: DeviceProfile):
 
 def load_profile(path) -> DeviceProfile:
     """A DeviceProfile from a JSON file holding its fields."""
-    with open(path) as f:
-        d = json.load(f)
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except (OSError, ValueError) as e:
+        raise OpValueError("load_profile", "a readable JSON file of DeviceProfile fields",
+                           f"{path}: {type(e).__name__}: {e}") from None
+    if not isinstance(d, dict):
+        raise OpValueError("load_profile", "a JSON object of DeviceProfile fields", f"{type(d).__name__} in {path}")
     try:
         return DeviceProfile(**d)
     except TypeError as e:

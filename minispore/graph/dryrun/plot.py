@@ -39,17 +39,19 @@ def plot_timeline(report, path=None, ax=None):
     if usable < 1.6 * max(actual, 1e-9):
         ax.axhline(usable, color="#c0392b", ls=":", lw=1.5, label=f"{report.device.display_name} usable "
                                                                   f"{usable:.1f} GiB")
+    top = max([actual] + ([usable] if usable < 1.6 * max(actual, 1e-9) else [])) * 1.12
+    ax.set_ylim(0, top)
     if report.capture.phases is not None:
         fwd, bwd = report.capture.phases
-        for x, name in ((fwd, "backward"), (bwd, "optimizer")):
-            if 0 < x < len(steps):
-                ax.axvline(x, color="#888", lw=0.8)
-                ax.text(x, ax.get_ylim()[1] * 0.02, f" {name} \u2192", fontsize=8, color="#555")
+        for x, name in ((0, "forward"), (fwd, "backward"), (bwd, "optimizer")):
+            if 0 <= x < len(steps):
+                if x:
+                    ax.axvline(x, color="#888", lw=0.8)
+                ax.text(x, top * 0.985, f" {name} \u2192", fontsize=8, color="#555", va="top")
     ax.set_xlabel("node (schedule order)")
     ax.set_ylabel("live memory (GiB)")
     ax.set_title(f"DryRun memory timeline: {report.name} on {report.device.display_name}", fontsize=10)
     ax.set_xlim(0, max(len(steps) - 1, 1))
-    ax.set_ylim(0, None)
     ax.legend(loc="lower left", fontsize=8, framealpha=0.92)
     fig.tight_layout()
     if path is not None:

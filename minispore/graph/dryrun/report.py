@@ -197,20 +197,26 @@ class DryRunReport:
                 add("constant tables", nb)
         step = self.peak_step
         producer = {}
-        for node in self.graph.nodes:
+        for i, node in enumerate(self.graph.nodes):
             for o in node.outputs:
-                producer[o.id] = node
+                producer[o.id] = (i, node)
+        # a gradient is often a view (the transpose of a weight-gradient matmul): count its owner
+        grad_owners = {self.plan.alias_of.get(vid, vid) for vid in self.capture.grad_of}
         fwd_end = self.capture.phases[0] if self.capture.phases else None
         for b in self.plan.owned():
             if not (b.start <= step <= b.end) or b.kind == "workspace":
                 continue
-            node = producer.get(b.value_id)
-            if b.value_id in self.capture.grad_of:
+            if b.value_id in grad_owners:
                 add("gradients", b.size_bytes)
                 continue
+            i, node = producer.get(b.value_id, (None, None))
             what = node.op.name if node is not None else "?"
             aval = next((o.aval for o in node.outputs if o.id == b.value_id), None) if node else None
             shape = _shape_str(aval) if aval is not None else ""
+            if fwd_end is not None and i is not None and i >= fwd_end:
+                # made by the backward pass: its source line is the caller's, not the model's
+                add(f"backward temporary: {what} {shape}", b.size_bytes)
+                continue
             saved = fwd_end is not None and b.start < fwd_end <= step
             kind = "saved activation" if saved else "activation/temporary"
             add(f"{kind}: {what} {shape} (at {_short_source(node) if node else '?'})", b.size_bytes)
@@ -281,11 +287,14 @@ class DryRunReport:
         return self.total_flops / (self.step_time_s * self.device.peak_flops("matmul", dt))
 
     def table(self, top=15) -> str:
-        head = f"{'op':<22}{'calls':>7}{'FLOPs':>16}{'moved':>13}{'allocated':>13}{'time':>13}{'%time':>7}"
+        """The per-op table: calls, FLOPs, bytes moved, bytes allocated, predicted time."""
+        rows = self.op_table(top)
+        w = max([22] + [len(r[0]) + 2 for r in rows])
+        head = f"{'op':<{w}}{'calls':>7}{'FLOPs':>16}{'moved':>13}{'allocated':>13}{'time':>13}{'%time':>7}"
         lines = [head, "-" * len(head)]
         total = self.step_time_s or 1.0
-        for op, calls, flops, moved, alloc, t in self.op_table(top):
-            lines.append(f"{op:<22}{calls:>7}{_fmt_flops(flops):>16}{_fmt_bytes(moved):>13}{_fmt_bytes(alloc):>13}"
+        for op, calls, flops, moved, alloc, t in rows:
+            lines.append(f"{op:<{w}}{calls:>7}{_fmt_flops(flops):>16}{_fmt_bytes(moved):>13}{_fmt_bytes(alloc):>13}"
                          f"{_fmt_time(t):>13}{100 * t / total:>6.1f}%")
         return "\n".join(lines)
 
@@ -342,8 +351,7 @@ def _roofline(device, node, cost):
             t, comp, mem = t + a, comp + b, mem + c
         return t, comp, mem
     dt = _compute_dtype(node)
-    compute = cost.flops / device.peak_flops(cost.kind, dt) if cost.flops and cost.kind in ("matmul", "vector") \
-        else 0.0
+    compute = device.compute_time(cost, dt) if cost.kind in ("matmul", "vector") else 0.0
     return device.node_time(cost, dt), compute, cost.bytes / device.mem_bw
 
 

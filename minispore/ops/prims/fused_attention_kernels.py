@@ -274,7 +274,7 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
     c_start, c_end = (0, k.shape[2]) if kv_range is None else kv_range
     out = np.empty((B, N2, G, S1, dv), q.dtype)
     lse = np.empty((B, N2, G, S1), q.dtype)
-    kt = k.swapaxes(-1, -2)[:, :, None]                      # (B, N2, 1, D, S2): a view
+    kt = _transposed(k)                                      # (B, N2, 1, D, S2)
     vv = v[:, :, None]
     for r0 in range(0, S1, block_q):
         r1 = min(r0 + block_q, S1)
@@ -293,6 +293,18 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
             state.update(s, vv[..., c0:c1, :], dm)
         out[..., r0:r1, :], lse[..., r0:r1] = state.finish()
     return out, lse
+
+
+def _transposed(x):
+    """x (B, N2, S, D) as a contiguous (B, N2, 1, D, S) copy: NumPy's batched matmul only reaches BLAS
+    for operands whose matrices are row-major (a transposed *view* takes a loop 10-100x slower), so
+    K^T is laid out once per call (O(S * D), like K itself) and tiles are column slices of it."""
+    return np.ascontiguousarray(x.swapaxes(-1, -2))[:, :, None]
+
+
+def _tile_t(x):
+    """A tile's transpose, materialized (tile-sized) so the matmul that follows runs on BLAS."""
+    return np.ascontiguousarray(x.swapaxes(-1, -2))
 
 
 def _sum_to(a, shape):
@@ -325,10 +337,10 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
     dk = np.zeros(k.shape, dt)
     dvv = np.zeros(v.shape, dt)
     dpse = None if pse is None else np.zeros(pse.shape, dt)
+    kt, vt = _transposed(k), _transposed(v)                 # (B, N2, 1, D, S2)
     for c0 in range(0, S2, block_kv):
         c1 = min(c0 + block_kv, S2)
         kj = k[:, :, None, c0:c1]                            # (B, N2, 1, Bc, D)
-        vj = v[:, :, None, c0:c1]
         dk_j = np.zeros((B, N2, G, c1 - c0, D), dt)
         dv_j = np.zeros((B, N2, G, c1 - c0, dv), dt)
         for r0 in range(0, S1, block_q):
@@ -338,26 +350,26 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
                 continue
             qi = q[..., r0:r1, :]
             doi = dout[..., r0:r1, :]
-            s = (qi * sc) @ kj.swapaxes(-1, -2)
+            s = (qi * sc) @ kt[..., c0:c1]
             if pse is not None:
                 s += pse[..., r0:r1, c0:c1]
             _mask_scores(s, keep)
             s -= lse_safe[..., r0:r1, None]
             p = np.exp(s, out=s)                             # recomputed probabilities of this tile
-            dp = doi @ vj.swapaxes(-1, -2)
+            dp = doi @ vt[..., c0:c1]
             if dropout is not None:
                 dm = dropout.multiplier(B, r0, r1, c0, c1, dt)
-                dv_j += (p * dm).swapaxes(-1, -2) @ doi
+                dv_j += _tile_t(p * dm) @ doi
                 dp *= dm
             else:
-                dv_j += p.swapaxes(-1, -2) @ doi
+                dv_j += _tile_t(p) @ doi
             dp -= delta[..., r0:r1, None]
             ds = p
             ds *= dp                                         # dS = P * (dP - D), in place over P
             if dpse is not None:
                 dpse[..., r0:r1, c0:c1] = _sum_to(ds, dpse.shape[:-2] + ds.shape[-2:])
             dq[..., r0:r1, :] += (ds @ kj) * sc
-            dk_j += ds.swapaxes(-1, -2) @ qi
+            dk_j += _tile_t(ds) @ qi
         dk[:, :, c0:c1] = dk_j.sum(axis=2) * sc
         dvv[:, :, c0:c1] = dv_j.sum(axis=2)
     return dq, dk, dvv, dpse
@@ -449,8 +461,8 @@ def paged_forward(q, q_pos, key_cache, value_cache, block_tables, context_lens, 
         if dequant_k is not None:
             kb, vb = dequant_k(kb), dequant_v(vb)
         L = (j1 - j0) * block_size
-        kb = kb.reshape(B, L, N2, -1).transpose(0, 2, 3, 1)[:, :, None].astype(dt, copy=False)  # (B,N2,1,D,L)
-        vb = vb.reshape(B, L, N2, dv).transpose(0, 2, 1, 3)[:, :, None].astype(dt, copy=False)  # (B,N2,1,L,Dv)
+        kb = np.ascontiguousarray(kb.reshape(B, L, N2, -1).transpose(0, 2, 3, 1), dtype=dt)[:, :, None]  # (B,N2,1,D,L)
+        vb = np.ascontiguousarray(vb.reshape(B, L, N2, dv).transpose(0, 2, 1, 3), dtype=dt)[:, :, None]  # (B,N2,1,L,Dv)
         s = qs @ kb                                                                       # (B,N2,G,T,L)
         keep = (pos[None, None, :] <= q_pos[:, :, None]) & live[:, None, :]               # (B, T, L)
         _mask_scores(s, keep[:, None, None])

@@ -133,6 +133,7 @@ def _wq_kernel(x, weight, antiquant_scale, antiquant_offset, quant_scale, quant_
             wf += rows_of(antiquant_offset, r0, r1)
         wf *= rows_of(antiquant_scale, r0, r1)
         y += xm[..., r0:r1] @ wf
+        del wf                                                         # freed before the next slice
     if bias is not None:
         y += bias.astype(cdt).reshape(-1)
     if quant_scale is not None:
