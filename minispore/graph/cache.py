@@ -32,6 +32,7 @@ import types
 
 import numpy as np
 
+from ..backend.registry import current_backend
 from ..common.dtype import DType
 from ..common.tensor import Tensor
 from .ir import Slot
@@ -330,7 +331,11 @@ def _value_token(v):
 # -- keys, diffs and entries -------------------------------------------------------------------------
 def call_key(template, leaves, globals_guard):
     avals = tuple((tuple(t.shape), t.dtype.name) for t in leaves)
-    return (constant_token(template), avals, globals_guard.tokens() if globals_guard else ())
+    guards = tuple(globals_guard.tokens()) if globals_guard else ()
+    # executors bind each primitive's kernel of the backend current at compile time, so the backend
+    # is a guard too: set_context(device_target=...) recompiles for the new device
+    guards += (("context", "device_target", current_backend().name),)
+    return (constant_token(template), avals, guards)
 
 
 def explain_miss(old_key, new_key) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..common.errors import OpValueError
 from ..common.tensor import _wrap
+from ..ops import functional as F
 from .block_manager import BlockManager
 
 
@@ -143,18 +144,20 @@ class PagedLayer:
         self.owner, self.index = owner, index
 
     def attend(self, q, k, v, attention_fn):
+        """Write k, v (B, Hkv, T, hd) into their slots; attend q (B, H, T, hd) over each row's blocks."""
         c = self.owner
         step = c._step
         b, hkv, t, hd = k.shape
         if c.k is None:
-            c.k = [np.zeros(c.shape, dtype=k.dtype.np) for _ in c.layers]
-            c.v = [np.zeros(c.shape, dtype=k.dtype.np) for _ in c.layers]
-        # reshape_and_cache: token n of the step goes to flat slot step.slots[n]
+            c._allocate(k.dtype.np)
+        # (B, Hkv, T, hd) -> (B*T, Hkv, hd): token n of the step goes to flat slot step.slots[n]
+        k_tok = F.reshape(F.transpose(k, (0, 2, 1, 3)), (b * t, hkv, hd))
+        v_tok = F.reshape(F.transpose(v, (0, 2, 1, 3)), (b * t, hkv, hd))
+        if c.use_fused_ops:
+            return self._fused(q, k_tok, v_tok, step)
         kc, vc = c.k[self.index], c.v[self.index]
-        flat_k = kc.reshape(-1, hkv, hd)
-        flat_v = vc.reshape(-1, hkv, hd)
-        flat_k[step.slots] = np.transpose(k.asnumpy(), (0, 2, 1, 3)).reshape(b * t, hkv, hd)
-        flat_v[step.slots] = np.transpose(v.asnumpy(), (0, 2, 1, 3)).reshape(b * t, hkv, hd)
+        kc.reshape(-1, hkv, hd)[step.slots] = k_tok.asnumpy()
+        vc.reshape(-1, hkv, hd)[step.slots] = v_tok.asnumpy()
         # gather each row's blocks (padded to the longest row), then attend with a mask that
         # drops both the future and the padding: key j of row r is visible to query i iff
         # j <= start[r] + i
@@ -164,12 +167,29 @@ class PagedLayer:
         values = _wrap(np.ascontiguousarray(np.transpose(values, (0, 2, 1, 3))))
         return attention_fn(q, keys, values, causal=False, discard=step.discard)
 
+    def _fused(self, q, k_tok, v_tok, step):
+        """MindSpore's pair of fused ops: `reshape_and_cache` writes the new keys/values into their
+        slots (in place), `paged_attention` walks each row's block table with an online softmax."""
+        c = self.owner
+        b, h, t, hd = q.shape
+        kc, vc = c.k_tensors[self.index], c.v_tensors[self.index]
+        F.reshape_and_cache(k_tok, v_tok, kc, vc, step.slots_t)
+        q_tok = F.reshape(F.transpose(q, (0, 2, 1, 3)), (b * t, h, hd))
+        out = F.paged_attention(q_tok, kc, vc, step.tables_t, step.context_lens_t,
+                                q_seq_lens=step.q_seq_lens_t if t > 1 else None, head_num=h, scale_value=1.0,
+                                kv_head_num=k_tok.shape[1])
+        return F.transpose(F.reshape(out, (b, t, h, hd)), (0, 2, 1, 3))
+
 
 class _PagedStep:
-    """The per-forward data of a paged batch: slots to write, padded block tables, the mask."""
+    """The per-forward data of a paged batch: slots to write, padded block tables, the mask (and
+    the same as Tensors for the fused ops)."""
 
-    def __init__(self, slots, tables, max_len, discard):
+    def __init__(self, slots, tables, max_len, discard, ends, seq):
         self.slots, self.tables, self.max_len, self.discard = slots, tables, max_len, discard
+        self.slots_t, self.tables_t = _wrap(slots), _wrap(tables)
+        self.context_lens_t = _wrap(ends)
+        self.q_seq_lens_t = _wrap(np.full(len(ends), seq, dtype=np.int64))
 
 
 class PagedKVCache:
@@ -186,13 +206,22 @@ class PagedKVCache:
     them are appended (new blocks, copy-on-write of a shared last block).
     """
 
-    def __init__(self, config, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True):
+    def __init__(self, config, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True,
+                 use_fused_ops: bool | None = None):
         self.config = config
+        # None: MindSpore's reshape_and_cache + paged_attention when the fused ops exist; False: the
+        # NumPy gather of each row's blocks and the model's attention function (the reference)
+        available = hasattr(F, "paged_attention") and hasattr(F, "reshape_and_cache")
+        if use_fused_ops and not available:
+            raise OpValueError("PagedKVCache", "use_fused_ops=True with ops.paged_attention available",
+                               "a minispore without the fused-op family")
+        self.use_fused_ops = available if use_fused_ops is None else bool(use_fused_ops)
         self.manager = BlockManager(num_blocks, block_size, enable_prefix_caching)
         self.block_size = int(block_size)
         # the pools take the model's dtype on the first write: (num_blocks, block_size, Hkv, hd)
         self.shape = (int(num_blocks), self.block_size, config.n_kv_heads, config.head_dim)
-        self.k = self.v = None
+        self.k = self.v = None                   # per layer ndarrays ...
+        self.k_tensors = self.v_tensors = None   # ... and Tensors sharing their memory (for the fused ops)
         self.layers = [PagedLayer(self, i) for i in range(config.n_layers)]
         self._batch_ids = None
         self._step = None
@@ -222,6 +251,12 @@ class PagedKVCache:
             raise OpValueError("PagedKVCache.batch", "distinct sequence ids", repr(ids))
         self._batch_ids = ids
         return self
+
+    def _allocate(self, np_dtype):
+        self.k = [np.zeros(self.shape, dtype=np_dtype) for _ in self.layers]
+        self.v = [np.zeros(self.shape, dtype=np_dtype) for _ in self.layers]
+        self.k_tensors = [_wrap(a) for a in self.k]
+        self.v_tensors = [_wrap(a) for a in self.v]
 
     def copy_blocks(self, copies):
         if self.k is None:
@@ -270,7 +305,7 @@ class PagedKVCache:
         discard = (key > query_pos)[:, None]                    # (B, 1, T, S)
         if not discard.any():
             discard = None
-        self._step = _PagedStep(np.concatenate(slots), tables, max_len, discard)
+        self._step = _PagedStep(np.concatenate(slots), tables, max_len, discard, ends, seq)
         if np.all(starts == starts[0]):
             return int(starts[0])
         return starts[:, None] + np.arange(seq)[None, :]

@@ -256,9 +256,10 @@ class Llama(nn.Cell):
         """A contiguous KV cache (see kv_cache.KVCache for `capacity` and left-padding `pad`)."""
         return KVCache(self.config.n_layers, capacity=capacity, pad=pad)
 
-    def new_paged_cache(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True):
+    def new_paged_cache(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True,
+                        use_fused_ops=None):
         """A paged KV cache of `num_blocks` blocks of `block_size` positions (kv_cache.PagedKVCache)."""
-        return PagedKVCache(self.config, num_blocks, block_size, enable_prefix_caching)
+        return PagedKVCache(self.config, num_blocks, block_size, enable_prefix_caching, use_fused_ops)
 
     def num_params(self) -> int:
         return sum(p.size for p in self.trainable_params())

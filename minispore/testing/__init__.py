@@ -7,6 +7,8 @@ One op table (`OP_DB`, filled by `minispore.testing.opdb`) drives:
 """
 from .opinfo import OP_DB, DEFAULT_TOLS, OpInfo, SampleInput, register
 from .checks import check_forward, check_grad, run_op
+from .parity import check_backend_parity, parity_tests
 from . import opdb  # noqa: F401  (fills OP_DB)
 
-__all__ = ["OP_DB", "OpInfo", "SampleInput", "register", "check_forward", "check_grad", "run_op", "DEFAULT_TOLS"]
+__all__ = ["OP_DB", "OpInfo", "SampleInput", "register", "check_forward", "check_grad", "run_op", "DEFAULT_TOLS",
+           "check_backend_parity", "parity_tests"]

@@ -201,3 +201,32 @@ def test_state_guard_check_is_cheap_to_build_for_a_model():
     assert guard.failure() is None
     model.layers[2].attention.attn_dropout.set_train(True)
     assert guard.failure() == "model.layers.2.attention.attn_dropout.training changed: False -> True"
+
+
+def test_switching_the_backend_recompiles_with_the_new_backends_kernels():
+    # Executors bind each primitive's kernel when a graph is compiled, so the backend is a guard:
+    # after set_context(device_target=...) the same jitted function runs the new backend's kernels.
+    from minispore.backend import registry
+    from minispore.backend.cpu import HostBackend
+
+    calls = []
+
+    class CountingBackend(HostBackend):
+        name = "CountingExp"
+
+        def __init__(self):
+            super().__init__()
+            self.kernels["exp"] = lambda a: calls.append(a.shape) or np.exp(a)
+
+    registry.register_backend("CountingExp", CountingBackend)
+    f = ms.jit(lambda x: ms.ops.exp(x), capture_mode="trace")
+    x = ms.Tensor(np.zeros(3, np.float32))
+    try:
+        f(x)
+        assert calls == []
+        ms.set_context(device_target="CountingExp")
+        np.testing.assert_allclose(f(x).asnumpy(), np.ones(3))
+        assert calls == [(3,)]
+    finally:
+        ms.set_context(device_target="CPU")
+        registry.unregister_backend("CountingExp")

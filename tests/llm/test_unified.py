@@ -47,8 +47,8 @@ def run_contiguous(model, ids, prompt_len, chunk=None):
     return np.concatenate(out)
 
 
-def run_paged(model, ids, prompt_len, block_size, chunk=None, cache=None, seq_id="s"):
-    cache = cache or model.new_paged_cache(num_blocks=64, block_size=block_size)
+def run_paged(model, ids, prompt_len, block_size, chunk=None, fused=None, seq_id="s"):
+    cache = model.new_paged_cache(num_blocks=64, block_size=block_size, use_fused_ops=fused)
     cached = cache.add_sequence(seq_id, ids[:prompt_len])
     assert cached == 0
     step = chunk or prompt_len
@@ -67,15 +67,20 @@ def test_incremental_decode_equals_the_full_forward_at_every_position():
     assert np.abs(REF[1:] - REF[:-1]).max() > 1.0
 
 
+FUSED = [False, True] if hasattr(ms.ops, "paged_attention") else [False]
+
+
+@pytest.mark.parametrize("fused", FUSED)                         # ops.paged_attention, or gather + attention
 @pytest.mark.parametrize("block_size", [1, 4, 16, 5])          # 5 divides neither 13 nor 40
-def test_paged_cache_equals_the_contiguous_cache(block_size):
-    np.testing.assert_allclose(run_paged(MODEL, SEQ, 13, block_size), REF, **TOL)
+def test_paged_cache_equals_the_contiguous_cache(block_size, fused):
+    np.testing.assert_allclose(run_paged(MODEL, SEQ, 13, block_size, fused=fused), REF, **TOL)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 def test_chunked_prefill_equals_unchunked(chunk):
     np.testing.assert_allclose(run_contiguous(MODEL, SEQ, 30, chunk), REF, **TOL)
-    np.testing.assert_allclose(run_paged(MODEL, SEQ, 30, 4, chunk), REF, **TOL)
+    for fused in FUSED:
+        np.testing.assert_allclose(run_paged(MODEL, SEQ, 30, 4, chunk, fused), REF, **TOL)
 
 
 PROMPTS = [RNG.integers(0, 61, n).tolist() for n in (3, 11, 7, 1)]
@@ -99,9 +104,10 @@ def test_batched_left_padded_decoding_equals_one_at_a_time():
         np.testing.assert_allclose(got[b], alone, **TOL)
 
 
+@pytest.mark.parametrize("fused", FUSED)
 @pytest.mark.parametrize("block_size", [1, 3, 16])
-def test_batched_paged_decoding_equals_one_at_a_time(block_size):
-    cache = MODEL.new_paged_cache(num_blocks=64, block_size=block_size)
+def test_batched_paged_decoding_equals_one_at_a_time(block_size, fused):
+    cache = MODEL.new_paged_cache(num_blocks=64, block_size=block_size, use_fused_ops=fused)
     firsts = []
     for b, p in enumerate(PROMPTS):                                # per-sequence prefill
         cache.add_sequence(b, p)
@@ -198,3 +204,40 @@ def test_paged_cache_bad_input():
     contiguous = MODEL.new_cache(pad=[0, 2])
     with pytest.raises(OpValueError, match="one per padding length"):
         MODEL(ms.Tensor(np.zeros((3, 4), np.int64)), contiguous)
+
+
+@pytest.mark.skipif(not hasattr(ms.ops, "flash_attention_score"), reason="no fused-op family")
+def test_fused_ops_change_training_only_by_rounding(monkeypatch):
+    """FlashAttention (forward and backward) and the fused RoPE / add+RMSNorm ops train exactly
+    like the composite spelling: three AdamW steps, float64 to 1e-10 and float32 to 1e-5."""
+    from minispore import nn
+    from minispore.llm import model as model_mod
+
+    def three_steps(attention, fused_layers, dtype):
+        if not fused_layers:
+            monkeypatch.setattr(model_mod, "_FUSED_ROPE", None)
+            monkeypatch.setattr(model_mod, "_FUSED_ADD_RMS_NORM", None)
+        ms.set_seed(0)
+        m = Llama(LlamaConfig(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=24,
+                              multiple_of=8), attention=attention)
+        for p in m.get_parameters():
+            p.set_dtype(dtype)
+        opt = nn.AdamWeightDecay(m.trainable_params(), learning_rate=1e-2, weight_decay=0.1)
+        grad_fn = ms.value_and_grad(m.loss, None, opt.parameters)
+        rng = np.random.default_rng(0)
+        losses = []
+        for _ in range(3):
+            x, y = (ms.Tensor(rng.integers(0, 61, (3, 24))) for _ in range(2))
+            loss, grads = grad_fn(x, y)
+            opt(grads)
+            losses.append(loss.item())
+        monkeypatch.undo()
+        return losses, [p.asnumpy() for p in m.trainable_params()]
+
+    assert model_mod._FUSED_ROPE is not None and model_mod._FUSED_ADD_RMS_NORM is not None
+    for dtype, tol in ((ms.float64, 1e-10), (ms.float32, 1e-5)):
+        ref_loss, ref_w = three_steps("naive", False, dtype)
+        got_loss, got_w = three_steps("flash", True, dtype)
+        np.testing.assert_allclose(got_loss, ref_loss, rtol=tol)
+        for a, b in zip(got_w, ref_w):
+            np.testing.assert_allclose(a, b, rtol=0, atol=tol * 10)
