@@ -15,8 +15,11 @@ it counts outputs, saved activations, gradients and every temporary). The target
 peak <= 5% of one N x N matrix of the dtype (N^2 * itemsize bytes). Times are medians of --repeats
 runs (tracemalloc off). Run twice, non-causal and causal (sparse_mode=2 / is_causal).
 
+Threads: one BLAS thread (threadpoolctl) and one PyTorch thread by default (`--threads 0` keeps the
+libraries' defaults): on the shared 2-core machines a second thread mostly adds noise.
+
 Run: `python bench/bench_flash_attention.py [--n 4096] [--d 64] [--dtype float32|float64]
-[--block-q 128 --block-kv 128] [--repeats 3] [--sweep] [--no-torch]`.
+[--block-q 128 --block-kv 128] [--repeats 5] [--threads 1] [--sweep] [--no-torch]`.
 """
 from __future__ import annotations
 
@@ -30,6 +33,15 @@ import numpy as np
 
 import minispore as ms
 from minispore import Tensor, ops
+
+try:
+    import threadpoolctl
+except ImportError:                      # then OPENBLAS_NUM_THREADS decides
+    threadpoolctl = None
+try:
+    import torch
+except ImportError:
+    torch = None
 
 MB = 1 << 20
 
@@ -109,16 +121,11 @@ def run(n, d, dtype, blocks, repeats, causal, use_torch):
     err = float(np.max(np.abs(a - b)))
 
     torch_row = None
-    if use_torch:
-        try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is not None:
-            tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
-            f = torch.nn.functional.scaled_dot_product_attention
-            torch_row = ("PyTorch SDPA", "forward", None,
-                         measure(lambda: f(tq, tk, tv, is_causal=causal, scale=scale), repeats)[1])
+    if use_torch and torch is not None:
+        tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+        f = torch.nn.functional.scaled_dot_product_attention
+        torch_row = ("PyTorch SDPA", "forward", None,
+                     measure(lambda: f(tq, tk, tv, is_causal=causal, scale=scale), repeats)[1])
 
     title = "causal" if causal else "non-causal"
     print(f"\n### {title}: N = {n}, d = {d}, {np.dtype(dtype).name}, tiles {blocks[0]} x {blocks[1]} "
@@ -157,17 +164,32 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     ap.add_argument("--block-q", type=int, default=None)
     ap.add_argument("--block-kv", type=int, default=None)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS / PyTorch threads (0: library defaults)")
     ap.add_argument("--sweep", action="store_true", help="also time a range of tile sizes")
     ap.add_argument("--no-torch", action="store_true")
     args = ap.parse_args()
     from minispore.ops.prims.fused_attention import DEFAULT_BLOCK_KV, DEFAULT_BLOCK_Q
     blocks = (args.block_q or DEFAULT_BLOCK_Q, args.block_kv or DEFAULT_BLOCK_KV)
     dtype = np.dtype(args.dtype).type
-    for causal in (False, True):
-        run(args.n, args.d, dtype, blocks, args.repeats, causal, not args.no_torch)
-    if args.sweep:
-        sweep(args.n, args.d, dtype, args.repeats)
+    limit = None
+    if args.threads:
+        if torch is not None:
+            torch.set_num_threads(args.threads)
+        if threadpoolctl is not None:
+            limit = threadpoolctl.threadpool_limits(limits=args.threads, user_api="blas")
+    blas = ([f"{i.get('internal_api')} {i.get('architecture')}, {i.get('num_threads')} thread(s)"
+             for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"] if threadpoolctl
+            else ["threadpoolctl not installed: BLAS threads from OPENBLAS_NUM_THREADS"])
+    print(f"NumPy BLAS: {'; '.join(blas)}" + (f"; PyTorch threads: {torch.get_num_threads()}" if torch else ""))
+    try:
+        for causal in (False, True):
+            run(args.n, args.d, dtype, blocks, args.repeats, causal, not args.no_torch)
+        if args.sweep:
+            sweep(args.n, args.d, dtype, args.repeats)
+    finally:
+        if limit is not None:
+            limit.restore_original_limits()
 
 
 if __name__ == "__main__":

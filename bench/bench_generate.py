@@ -175,7 +175,7 @@ def main():
         rng = np.random.default_rng(0)
         cases = [
             (f"tiny trained ({tiny.num_params() / 1e6:.1f}M, {args.tiny_iters} iters)", tiny,
-             [tok.encode("ROMEO:\nWhat say")], min(args.new_tokens, tiny.config.max_seq_len - 20)),
+             [list(tok.encode("ROMEO:\nWhat say"))], min(args.new_tokens, tiny.config.max_seq_len - 20)),
             (f"~100M random ({big.num_params() / 1e6:.1f}M)", big, [rng.integers(0, BIG.vocab_size, 64).tolist()],
              args.new_tokens),
         ]

@@ -292,6 +292,7 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
         if not isinstance(result, CaptureResult):
             raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
         result = _lazy_finish(result)       # (memory helper) lazy_inline policy="front"
+        state.note_capture_writes()         # scalars the capture created on objects are guarded too
         for g in result.graphs:
             verify(g)
         _ccache.count_capture()
@@ -473,8 +474,9 @@ _add_listener(_capture_hook)
 _refresh_hook()
 
 CaptureError = _trace.CaptureError
+from .graph.capture.bytecode import GraphBreakError  # noqa: E402  (what fullgraph=True raises at a break)
 from .graph import o1 as _o1, o2 as _o2  # noqa: E402,F401  (compile-levels helper) registers jit_level "O1"/"O2"
 
 __all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
            "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",
-           "make_executor", "cell_call", "cell_graph_function", "CELL_HOOK"]
+           "GraphBreakError", "make_executor", "cell_call", "cell_graph_function", "CELL_HOOK"]

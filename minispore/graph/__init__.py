@@ -24,10 +24,11 @@ from .executor import O0Executor
 from .capture import (CaptureRequest, CaptureResult, GraphBreak, register_capture_mode,
                       registered_capture_modes)
 from .capture.trace import CaptureError, Tracer
+from .capture.bytecode import GraphBreakError
 from .interpret import interpret
 from .explain import ExplainOutput, dump, explain
 
 __all__ = ["Graph", "GraphBuilder", "Node", "Value", "Slot", "IF", "WHILE", "CALL", "HOST_CALL", "OPAQUE",
            "format_graph", "GraphText", "verify", "GraphVerifyError", "O0Executor", "CaptureRequest",
            "CaptureResult", "GraphBreak", "register_capture_mode", "registered_capture_modes", "CaptureError",
-           "Tracer", "interpret", "dump", "explain", "ExplainOutput"]
+           "GraphBreakError", "Tracer", "interpret", "dump", "explain", "ExplainOutput"]

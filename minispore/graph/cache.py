@@ -76,6 +76,42 @@ class _Check:
         return None
 
 
+class _ResolvedCheck:
+    """Scalar attributes of one object read through `getattr` (class attributes: `class C: pos = 0`,
+    and scalars the capture created on the object): an instance attribute that later shadows the
+    class's value, or a changed class attribute, fails the guard."""
+
+    __slots__ = ("label", "obj", "keys", "vals")
+
+    def __init__(self, label, obj, keys, vals):
+        self.label, self.obj, self.keys, self.vals = label, obj, tuple(keys), tuple(vals)
+
+    def failure(self):
+        obj = self.obj
+        for k, v in zip(self.keys, self.vals):
+            now = getattr(obj, k, _MISSING)
+            if now is not v and not (type(now) is type(v) and now == v):
+                was = "<not set>" if v is _MISSING else repr(v)
+                return f"{self.label}.{k} changed: {was} -> {'<deleted>' if now is _MISSING else repr(now)}"
+        return None
+
+
+def _class_scalars(obj, instance_dict):
+    """Scalar attributes `obj` reads from its class (first class of the MRO that defines each),
+    for user classes only: minispore's own class attributes are constants of the library."""
+    keys, vals = [], []
+    for cls in type(obj).__mro__:
+        if cls is object or getattr(cls, "__module__", "").partition(".")[0] in ("minispore", "builtins"):
+            continue
+        for k, v in vars(cls).items():
+            if (k.startswith("__") or k.startswith("_jit") or k in instance_dict or k in keys
+                    or not (type(v) in _SCALARS or isinstance(v, DType))):
+                continue
+            keys.append(k)
+            vals.append(v)
+    return keys, vals
+
+
 def _getter(keys):
     if not keys:
         return None
@@ -97,7 +133,8 @@ class StateGuard:
     """
 
     def __init__(self, roots):
-        self.checks: list[_Check] = []
+        self.checks: list = []
+        self._walked: list = []      # (label, object, its attribute names before the capture)
         seen: set = set()
         for label, obj in roots:
             self._walk(label, obj, seen)
@@ -109,6 +146,10 @@ class StateGuard:
         d = getattr(obj, "__dict__", None)
         if not isinstance(d, dict) or len(d) > _MAX_DICT:
             return
+        self._walked.append((label, obj, frozenset(d)))
+        ckeys, cvals = _class_scalars(obj, d)
+        if ckeys:
+            self.checks.append(_ResolvedCheck(label, obj, ckeys, cvals))
         skeys, svals = [], []
         for k, v in d.items():
             if k.startswith("_jit"):
@@ -138,6 +179,20 @@ class StateGuard:
             self.checks.append(_Check(label, d, skeys, svals, ikeys, ids))
         for sub_label, v in subs:
             self._walk(sub_label, v, seen)
+
+    def note_capture_writes(self):
+        """Called after the capture: a scalar attribute the capture *created* on an object (it was
+        not in the object's `__dict__` before) was a side effect of capturing, so the graph may
+        have baked what the object looked like without it. Guard that it is still not set (an
+        attribute shadowing a class attribute is already guarded through `getattr`)."""
+        for label, obj, before in self._walked:
+            d = obj.__dict__
+            resolved = {k for c in self.checks if type(c) is _ResolvedCheck and c.obj is obj for k in c.keys}
+            created = [k for k, v in d.items() if k not in before and k not in resolved
+                       and not k.startswith("_jit") and (type(v) in _SCALARS or isinstance(v, DType))]
+            if created:
+                self.checks.append(_ResolvedCheck(label, obj, created, [_MISSING] * len(created)))
+        self._walked = []            # not needed any more: do not keep the key sets alive
 
     def failure(self):
         for c in self.checks:
@@ -174,16 +229,51 @@ def state_roots(template, globals_guard):
 
 
 def _closure_roots(label, v, roots, depth):
+    """Add `v` if it is an object; if it is a function, the objects it reaches: at every layer of
+    wrapping (a `value_and_grad` wrapper, then the function it wraps via `__wrapped__`, a
+    partial's function, a bound method's `self`) its closure variables and the globals its code
+    names. So a jitted step calling a global `grad_fn = value_and_grad(forward)` guards the `net`
+    that `forward` reads, and `net.set_train(False)` selects another graph."""
     if _is_stateful(v):
         roots.append((label, v))
-    elif isinstance(v, _FUNCTIONS) and depth > 0:
-        f = _unwrap(v)
-        for name, cell in zip(getattr(getattr(f, "__code__", None), "co_freevars", ()),
-                              getattr(f, "__closure__", None) or ()):
+        return
+    if depth <= 0 or not callable(v) or isinstance(v, _SKIP_IDENTITY):
+        return
+    for f in _wrapper_chain(v):
+        if isinstance(f, types.MethodType):
+            if _is_stateful(f.__self__):
+                roots.append((f"{label}.__self__", f.__self__))
+            continue
+        code = getattr(f, "__code__", None)
+        if code is None:
+            continue
+        for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
             try:
                 _closure_roots(name, cell.cell_contents, roots, depth - 1)
             except ValueError:
                 pass
+        if getattr(f, "__module__", None) and f.__module__.partition(".")[0] == "minispore":
+            continue         # minispore's own wrappers: only their closure (the user's function) counts
+        g = getattr(f, "__globals__", None) or {}
+        for name in sorted(_code_names(code, set())):
+            x = g.get(name, _MISSING)
+            if x is not v and (_is_stateful(x) or isinstance(x, _FUNCTIONS)):
+                _closure_roots(name, x, roots, depth - 1)
+
+
+def _wrapper_chain(fn):
+    """fn, then each function it wraps (bound method, functools.partial, `__wrapped__`)."""
+    chain, seen = [], set()
+    while fn is not None and id(fn) not in seen:
+        seen.add(id(fn))
+        chain.append(fn)
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
+        elif hasattr(fn, "func") and hasattr(fn, "args") and hasattr(fn, "keywords"):   # functools.partial
+            fn = fn.func
+        else:
+            fn = getattr(fn, "__wrapped__", None)
+    return chain
 
 
 # -- turning arguments into hashable guard tokens -------------------------------------------------------

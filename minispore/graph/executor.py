@@ -144,36 +144,44 @@ class O0Executor:
 
     # -- planning ---------------------------------------------------------------------------------
     def _build(self):
+        # Written as flat loops over each node's values (no helper call per value): plan building
+        # is paid per node at every compile, and a lazy_inline model's Call nodes carry tens of
+        # values each.
         g = self.graph
         slot_of: dict[int, int] = {}
         template: list = []
-
-        def new_slot(v=None, init=None):
-            template.append(init)
-            if v is not None:
-                slot_of[v.id] = len(template) - 1
-            return len(template) - 1
-
         for p in g.params:
-            new_slot(p)
-        self._capture_slots = [(new_slot(v), t) for v, t in g.captures]
+            slot_of[p.id] = len(template)
+            template.append(None)
+        capture_slots = []
+        for v, t in g.captures:
+            slot_of[v.id] = len(template)
+            capture_slots.append((len(template), t))
+            template.append(None)
+        self._capture_slots = capture_slots
 
-        def input_slot(x):
-            if isinstance(x, Value):
-                return slot_of[x.id]
-            return new_slot(init=x)          # a constant: its own slot, filled in the template
-
-        # last use of each node-output / param slot, from the schedule
+        # input slots of every step (a constant gets its own slot, filled in the template), the
+        # last use of each node-output / param value, and the output slots, in one pass
         last_use: dict[int, int] = {}
         steps_ins = []
+        steps_outs = []
         for i, node in enumerate(g.nodes):
-            ins = tuple(input_slot(x) for x in node.inputs)
-            steps_ins.append(ins)
+            ins = []
             for x in node.inputs:
-                if isinstance(x, Value) and x.kind != "capture":
-                    last_use[x.id] = i
+                if type(x) is Value or isinstance(x, Value):
+                    ins.append(slot_of[x.id])
+                    if x.kind != "capture":
+                        last_use[x.id] = i
+                else:
+                    ins.append(len(template))
+                    template.append(x)
+            steps_ins.append(tuple(ins))
+            outs = []
             for o in node.outputs:
-                new_slot(o)
+                slot_of[o.id] = len(template)
+                outs.append(len(template))
+                template.append(None)
+            steps_outs.append(tuple(outs))
         keep = {o.id for o in g.outputs if isinstance(o, Value)}
         frees_at: list[list[int]] = [[] for _ in g.nodes]
         for i, node in enumerate(g.nodes):
@@ -186,9 +194,8 @@ class O0Executor:
 
         steps = []
         for i, node in enumerate(g.nodes):
-            outs = tuple(slot_of[o.id] for o in node.outputs)
             kind = _PRIM if node.is_primitive else _KIND[node.op]
-            npdt = tuple(o.aval.dtype.np if o.aval is not OPAQUE else None for o in node.outputs)
+            npdt = tuple([o.aval.dtype.np if o.aval is not OPAQUE else None for o in node.outputs])
             if kind == _PRIM:
                 fn = node.op.kernel            # the current backend's kernel
                 sub = None
@@ -205,7 +212,7 @@ class O0Executor:
                 fn = node.attrs["fn"]
                 sub = node.attrs.get("template")
             attrs = node.attrs if kind == _PRIM else {}
-            steps.append(_Step(kind, fn, steps_ins[i], attrs, outs, tuple(frees_at[i]), npdt, node, sub))
+            steps.append(_Step(kind, fn, steps_ins[i], attrs, steps_outs[i], tuple(frees_at[i]), npdt, node, sub))
         self._steps = steps
         self._template = template
         self._out_slots = [slot_of[o.id] if isinstance(o, Value) else None for o in g.outputs]
@@ -259,6 +266,8 @@ class O0Executor:
                 err._graph_located = True
                 raise err from e
             except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
+                if getattr(e, "_graph_located", False):
+                    raise                  # the user's own exception from a host call (see _host_call)
                 err = _runtime_error(step.node, self.graph, e)
                 err._graph_located = True
                 raise err from e
@@ -294,7 +303,20 @@ class O0Executor:
         """Run the Python function on Tensors made from the current arrays (JIT Fallback)."""
         tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
         call_args, call_kwargs = _fill_template(step.sub, tensors)
-        result = step.fn(*call_args, **call_kwargs)
+        try:
+            result = step.fn(*call_args, **call_kwargs)
+        except Exception as e:             # noqa: BLE001
+            # the user's Python raised (a `raise ValueError(...)` in a tensor branch, a failing
+            # fallback): it propagates as is, as in PyNative and MindSpore, with a note saying where
+            # the graph ran it; enclosing graphs (If/While/Call) pass it on unchanged
+            if not getattr(e, "_graph_located", False):
+                try:
+                    e._graph_located = True
+                    e.add_note(f"(raised by Python run from the compiled graph '{self.graph.name}', "
+                               f"{step.node.where()})")
+                except (AttributeError, TypeError):
+                    pass
+            raise
         outs = step.node.outputs
         if len(outs) == 1 and outs[0].aval is OPAQUE:
             return (result,)

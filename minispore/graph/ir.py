@@ -258,6 +258,14 @@ class GraphBuilder:
         """Append a structural op (If/While/Call/HostCall); its outputs are always a tuple."""
         return self.add_node(op, inputs, attrs, tuple(out_avals), source)
 
+    def truncate(self, n_nodes: int, n_captures: int):
+        """Drop every node after the first `n_nodes` and every capture after the first `n_captures`
+        (the bytecode mode rolls an instruction back this way when it turns into a graph break)."""
+        del self.nodes[n_nodes:]
+        for _, t in self.captures[n_captures:]:
+            self._capture_ids.pop(id(t), None)
+        del self.captures[n_captures:]
+
     def finish(self, outputs) -> Graph:
         return Graph(self.name, self.params, self.captures, self.nodes, outputs, self.source_fn)
 

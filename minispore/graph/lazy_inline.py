@@ -128,6 +128,7 @@ class _Template:
 
 
 _templates: dict = {}          # reuse key -> _Template, or None (this key cannot be reused)
+_UNSEEN = object()
 
 
 def _on_capture(active: bool):
@@ -144,7 +145,7 @@ class _Layout:
     the first cell with these attribute names and value types, then applied with C-level getters
     to every other cell of that layout (a model's layers all share a handful of layouts)."""
 
-    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys", "has_bprop")
+    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys", "has_bprop", "__weakref__")
 
     def __init__(self, d, cls):
         self.has_bprop = hasattr(cls, "bprop")
@@ -172,23 +173,32 @@ def _describe(cell):
     attributes, depth first. structure: per cell, its class and its plain attributes (`training`,
     a dropout rate, flags), or None when a cell has hooks or a custom bprop (those cannot be
     shared). Two cells agree on the structure exactly when they would trace the same graph, as
-    far as their Python state can tell."""
-    own, sig, seen = [], [], set()
+    far as their Python state can tell.
 
-    def walk(c, prefix):
+    The walk is an explicit depth-first stack rather than recursion (same order): a layer has a
+    dozen or more cells and this is one of the few costs paid per layer, so it is kept lean."""
+    own, sig, seen = [], [], set()
+    append, layouts = sig.append, _layouts
+    stack = [(cell, "")]
+    pop, push = stack.pop, stack.append
+    while stack:
+        c, prefix = pop()
+        if type(c) is str:                     # a sub-cell's attribute name, in walk order
+            append(c)
+            continue
         d = c.__dict__
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
-            return False
+            return own, None
         lkey = (type(c), tuple(d), tuple(map(type, d.values())))
-        lay = _layouts.get(lkey)
+        lay = layouts.get(lkey)
         if lay is None:
-            lay = _layouts[lkey] = _Layout(d, type(c))
+            lay = layouts[lkey] = _Layout(d, type(c))
         if lay.has_bprop:
-            return False
-        sig.append(lkey)
-        sig.append(lay.scalar_get(d))
+            return own, None
+        append(lay)           # the layout object stands for lkey: one per lkey, hashed by identity
+        append(lay.scalar_get(d))
         for k in lay.dtype_keys:
-            sig.append(d[k].name)
+            append(d[k].name)
         for k in lay.tensor_keys:
             v = d[k]
             if id(v) not in seen:
@@ -198,14 +208,13 @@ def _describe(cell):
             if p is not None and id(p) not in seen:
                 seen.add(id(p))
                 own.append((prefix + k, p))
-        for k, sub in d["_cells"].items():
-            sig.append(k)
-            if sub is not None and not walk(sub, f"{prefix}{k}."):
-                return False
-        return True
-
-    if not walk(cell, ""):
-        return own, None
+        cells = d["_cells"]
+        if cells:
+            # pushed in reverse so they pop in order; each name is recorded before its subtree
+            for k, sub in reversed(cells.items()):
+                if sub is not None:
+                    push((sub, f"{prefix}{k}."))
+                push((k, None))
     return own, tuple(sig)
 
 
@@ -307,7 +316,8 @@ def call_cell(session, cell, args, kwargs):
     key = _reuse_key(cell, template, leaves, structure, own)
     if key is None:
         return NotImplemented
-    if key not in _templates:
+    tmpl = _templates.get(key, _UNSEEN)        # one lookup: hashing the key is a per-layer cost
+    if tmpl is _UNSEEN:
         try:
             captured = _capture_template(cell, template, leaves, own)
         except CaptureError:
@@ -316,8 +326,7 @@ def call_cell(session, cell, args, kwargs):
             logger.info("lazy_inline: '%s' cannot be shared as a subgraph; inlining it", type(cell).__name__)
             _templates[key] = None
             return NotImplemented
-        _templates[key] = _Template(captured[0], captured[1], cell.__dict__["_lazy_inline"])
-    tmpl = _templates[key]
+        tmpl = _templates[key] = _Template(captured[0], captured[1], cell.__dict__["_lazy_inline"])
     if tmpl is None:
         return NotImplemented
     inputs = leaves + [t for _, t in own]
@@ -337,6 +346,11 @@ def _emit(session, graph, out_avals, inputs, policy, source):
     of this capture (residuals kept as Values: they never need a Tracer)."""
     value_of = session.value_of
     vals = [x if type(x) is Value else value_of(x) for x in inputs]
+    return _emit_values(session, graph, out_avals, vals, policy, source)
+
+
+def _emit_values(session, graph, out_avals, vals, policy, source):
+    """`_emit` with every input already a Value of this capture."""
     return session.builder.add_structural(CALL, vals, {"graph": graph, "lazy_inline": policy}, out_avals, source)
 
 
@@ -402,11 +416,14 @@ class LazyCallVJP:
 def _call_with_grad(session, tmpl, inputs, source):
     mask = tuple([t._node is not None for t in inputs])
     s = _split(tmpl, mask)
-    node = _emit(session, s.forward, s.f_avals, inputs, tmpl.policy, source)
+    value_of = session.value_of
+    vals = [x if type(x) is Value else value_of(x) for x in inputs]
+    node = _emit_values(session, s.forward, s.f_avals, vals, tmpl.policy, source)
     n_out = s.n_out
     outs = _tracers(session, node.outputs[:n_out])
     computed = node.outputs[n_out:]
-    residuals = [inputs[i] if where == "in" else computed[i] for where, i in s.sources]
+    # saved inputs are kept as their Values (looked up once, above), not looked up again in B
+    residuals = [vals[i] if where == "in" else computed[i] for where, i in s.sources]
     diff = tuple([outs[i] for i in s.diff_outputs])
     if diff:
         tracked = tuple([t for t, m in zip(inputs, mask) if m])

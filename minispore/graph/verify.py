@@ -35,6 +35,18 @@ def _avals_equal(a, b):
     return a is b
 
 
+def _avals_match(got, want):
+    """Two aval sequences agree element by element. A plain loop with an identity fast path: a
+    lazy_inline model checks every layer's Call signature, tens of avals each, often the very
+    same AbstractTensor objects."""
+    if len(got) != len(want):
+        return False
+    for a, b in zip(got, want):
+        if a is not b and not _avals_equal(a, b):
+            return False
+    return True
+
+
 def _sig(avals):
     return "(" + ", ".join(format_aval(a) for a in avals) + ")"
 
@@ -43,11 +55,11 @@ def _check_signature(graph, node, sub, in_avals, out_avals, what):
     if not isinstance(sub, Graph):
         _fail(graph, node, f"{what} must be a Graph, got {type(sub).__name__}")
     got_in = sub.param_avals
-    if len(got_in) != len(in_avals) or not all(_avals_equal(a, b) for a, b in zip(got_in, in_avals)):
+    if not _avals_match(got_in, in_avals):
         _fail(graph, node, f"{what} '{sub.name}' takes {_sig(got_in)} but is given {_sig(in_avals)}")
     if out_avals is not None:
         got_out = [o.aval if isinstance(o, Value) else None for o in sub.outputs]
-        if len(got_out) != len(out_avals) or not all(_avals_equal(a, b) for a, b in zip(got_out, out_avals)):
+        if not _avals_match(got_out, out_avals):
             _fail(graph, node, f"{what} '{sub.name}' returns {_sig(got_out)}, expected {_sig(out_avals)}")
 
 
@@ -79,7 +91,7 @@ def _check_primitive(graph, node):
 def _check_structural(graph, node):
     op = node.op
     out_avals = [o.aval for o in node.outputs]
-    ins = [_input_aval(x) for x in node.inputs]
+    ins = [x.aval if type(x) is Value else _input_aval(x) for x in node.inputs]
     if op is IF:
         if not node.inputs:
             _fail(graph, node, "If needs a condition input")
@@ -165,18 +177,23 @@ def _verify(graph: Graph) -> None:
             _fail(graph, None, f"capture '{v.name or v.id}' was {format_aval(v.aval)} but the tensor is now "
                                f"{format_aval(AbstractTensor(t.shape, t.dtype))}")
         define(v)
+    add = defined.add
     for node in graph.nodes:
         for x in node.inputs:
-            if isinstance(x, Value) and x.id not in defined:
+            if (type(x) is Value or isinstance(x, Value)) and x.id not in defined:
                 _fail(graph, node, f"uses value #{x.id} before it is defined (or from another graph)")
         if node.is_primitive:
             _check_primitive(graph, node)
         else:
             _check_structural(graph, node)
         for i, o in enumerate(node.outputs):
-            if o.kind != "node" or o.producer != (node, i):
-                _fail(graph, node, f"output {i} does not point back to its node")
-            define(o, node)
+            prod = o.producer
+            if o.kind != "node" or type(prod) is not tuple or prod[0] is not node or prod[1] != i:
+                if o.kind != "node" or prod != (node, i):
+                    _fail(graph, node, f"output {i} does not point back to its node")
+            if type(o) is not Value or o.id in defined:
+                define(o, node)         # reports the error (not a Value / defined twice)
+            add(o.id)
     for o in graph.outputs:
         if isinstance(o, Value) and o.id not in defined:
             _fail(graph, None, f"returns value #{o.id}, which is not defined in this graph")

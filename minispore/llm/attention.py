@@ -88,24 +88,33 @@ def flash_attention_available() -> bool:
 
 
 def flash_attention(q, k, v, causal=True, discard=None, dropout=None):
-    """`ops.flash_attention_score` in the BNSD layout: the same numbers as `naive_attention`
-    without an N x N matrix (the scale is already folded into q, hence scalar_value=1)."""
+    """MindSpore's fused attention ops in the BNSD layout: the same numbers as `naive_attention`
+    without an N x N matrix (the scale is already folded into q, hence a scale of 1).
+
+    * one query per row outside autodiff (decoding from a KV cache): `ops.incre_flash_attention`
+      (Flash-Decoding: split the keys, combine the partial softmaxes by their log-sum-exp);
+    * otherwise (training, prefill): `ops.flash_attention_score`, tiled with an online softmax;
+      its backward recomputes the probabilities from the saved log-sum-exp.
+    """
     from .. import ops
-    t, s = q.shape[2], k.shape[2]
-    keep_prob = 1.0
-    if dropout is not None and dropout.training and dropout.p > 0:
-        keep_prob = 1.0 - dropout.p
+    from ..common import grad_state
+    b, h, t, _ = q.shape
+    s = k.shape[2]
     mask = None
     if discard is not None:
         mask = np.asarray(discard, dtype=bool)
         if causal and t > 1:
             mask = mask | causal_discard(t, s)
-        mask = Tensor(np.ascontiguousarray(np.broadcast_to(mask, (q.shape[0], 1, t, s)).astype(np.uint8)))
-        sparse_mode = 0
-    else:
-        sparse_mode = 3 if causal and t > 1 else 0
-    return ops.flash_attention_score(q, k, v, q.shape[1], attn_mask=mask, keep_prob=keep_prob,
-                                     scalar_value=1.0, input_layout="BNSD", sparse_mode=sparse_mode)
+        mask = Tensor(np.ascontiguousarray(np.broadcast_to(mask, (b, 1, t, s))).astype(np.uint8))
+    if t == 1 and grad_state.depth == 0:
+        return ops.incre_flash_attention(q, k, v, attn_mask=mask, num_heads=h, input_layout="BNSD",
+                                         scale_value=1.0, num_key_value_heads=k.shape[1])
+    keep_prob = 1.0
+    if dropout is not None and dropout.training and dropout.p > 0:
+        keep_prob = 1.0 - dropout.p
+    sparse_mode = 0 if mask is not None or not causal or t == 1 else 3
+    return ops.flash_attention_score(q, k, v, h, attn_mask=mask, keep_prob=keep_prob, scalar_value=1.0,
+                                     input_layout="BNSD", sparse_mode=sparse_mode)
 
 
 ATTENTION_IMPLS = {"naive": naive_attention, "flash": flash_attention}

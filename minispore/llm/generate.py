@@ -37,13 +37,15 @@ from .sampling import SamplingParams, check_tokenizer, sample_next
 @dataclass
 class GenerationResult:
     """One prompt's generation: the new token ids (a stop token is included), why it ended
-    ("stop": a stop token or string; "length": max_new_tokens or a full context), and the new
-    text (cut before a stop string) when a tokenizer was given."""
+    ("stop": a stop token or string; "length": max_new_tokens or a full context), the new text
+    (cut before a stop string) when a tokenizer was given, and how many prompt tokens the paged
+    cache's prefix caching found already computed (vLLM's `num_cached_tokens`)."""
 
     prompt_ids: list
     token_ids: list = field(default_factory=list)
     finish_reason: str | None = None
     text: str | None = None
+    cached_tokens: int = 0
 
 
 class _Row:
@@ -204,15 +206,32 @@ def _run_paged(model, rows, params, tokenizer, context, chunk, block_size, num_b
         longest = [min(max_len, len(r.result.prompt_ids) + params.max_new_tokens) for r in rows]
         num_blocks = sum(-(-n // block_size) + 1 for n in longest)
     cache = model.new_paged_cache(num_blocks, block_size)
+    logits = {}
 
-    def prefill(b, prompt):
-        cached = cache.add_sequence(b, prompt)
-        rest = prompt[cached:]
-        for lo, hi in _chunks(len(rest), chunk):
-            logits = _step(model, [rest[lo:hi]], cache.batch([b]))
-        return logits[0]
+    def prefill(pending, prompts):
+        """Prefill the allocated sequences `pending`; those with equally many tokens left to
+        compute (after prefix-cache hits) go through the model together, chunk by chunk."""
+        groups = {}
+        for b in pending:
+            groups.setdefault(len(prompts[b]) - cache.num_computed(b), []).append(b)
+        for n, ids in groups.items():
+            for lo, hi in _chunks(n, chunk):
+                starts = [cache.num_computed(b) for b in ids]
+                out = _step(model, [prompts[b][s:s + hi - lo] for b, s in zip(ids, starts)], cache.batch(ids))
+            logits.update({b: out[j] for j, b in enumerate(ids)})
 
-    logits = {b: prefill(b, r.result.prompt_ids[-max_len:]) for b, r in enumerate(rows)}
+    # allocate prompt by prompt; a prompt that may share its first block with one still waiting
+    # for its prefill waits until that one is computed, so prefix caching can find it
+    prompts = {b: r.result.prompt_ids[-max_len:] for b, r in enumerate(rows)}
+    pending = []
+    for b, prompt in prompts.items():
+        head = prompt[:block_size]
+        if len(prompt) > block_size and any(prompts[p][:block_size] == head for p in pending):
+            prefill(pending, prompts)
+            pending = []
+        rows[b].result.cached_tokens = cache.add_sequence(b, prompt)
+        pending.append(b)
+    prefill(pending, prompts)
     active = list(range(len(rows)))
     while True:
         for b in active:
@@ -228,7 +247,9 @@ def _run_paged(model, rows, params, tokenizer, context, chunk, block_size, num_b
         if context == "slide" and cache.num_computed(active[0]) >= max_len:
             b = active[0]
             cache.free(b)
-            logits = {b: prefill(b, rows[b].all_ids()[-max_len:])}
+            window = {b: rows[b].all_ids()[-max_len:]}
+            cache.add_sequence(b, window[b])
+            prefill([b], window)
             continue
         out = _step(model, [[rows[b].result.token_ids[-1]] for b in active], cache.batch(active))
         logits = {b: out[j] for j, b in enumerate(active)}

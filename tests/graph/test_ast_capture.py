@@ -750,9 +750,28 @@ def test_raise_inside_a_tensor_branch_raises_when_the_graph_runs():
         return x * 2
     jf = ms.jit(f)
     close(jf(t([1.0, 2.0])), [2.0, 4.0])
-    with pytest.raises(ValueError, match="too big"):
+    with pytest.raises(ValueError, match="too big") as e:
         jf(t([100.0, 2.0]))
     assert jf.cache().compiles == 1
+    # the user's own exception, as in PyNative (not wrapped as an error of the HostCall node),
+    # with a note naming the graph and the line
+    assert type(e.value) is ValueError and str(e.value) == "too big"
+    note = " ".join(getattr(e.value, "__notes__", []))
+    assert "compiled graph 'f." in note and f"test_ast_capture.py:{line_of(f, 'raise ValueError')}" in note
+
+
+def test_a_kernel_failure_in_a_graph_is_still_reported_as_an_op_error():
+    from minispore.common.errors import OpValueError, MinisporeError
+    from minispore.graph.executor import O0Executor as Ex
+
+    def f(x):
+        return ops.sqrt(x)
+    g = ms.jit(f).compile(t([4.0]))
+    ex = Ex(g.graph)
+    ex._steps[0].fn = lambda *a, **k: (_ for _ in ()).throw(ValueError("kernel exploded"))
+    with pytest.raises(MinisporeError, match="kernel exploded") as e:
+        ex.run(np.array([4.0], np.float32))
+    assert isinstance(e.value, OpValueError) and "For 'sqrt'" in str(e.value)
 
 
 def test_a_raise_reached_at_compile_time_is_a_compile_time_error():

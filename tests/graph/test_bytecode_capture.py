@@ -732,3 +732,25 @@ def test_a_segment_that_autodiff_cannot_split_runs_eagerly_under_grad(capsys):
     same(v1, v2, 1e-6)
     same(g1, g2, 1e-6)
     same(g1, 2 * 2 * 9 * x.asnumpy(), 1e-6)   # d/dx (3x)^2 = 18x, doubled by the custom rule
+
+
+def test_graph_break_error_is_public_and_the_builder_rolls_back_with_truncate():
+    from minispore.graph import GraphBreakError as from_graph
+    from minispore.graph import GraphBuilder
+    from minispore.jit import GraphBreakError as from_jit
+    from minispore.ops.primitive import AbstractTensor
+    assert from_jit is GraphBreakError and from_graph is GraphBreakError
+
+    # truncate(n_nodes, n_captures): what a graph break does to the instruction it rolls back
+    b = GraphBuilder("g")
+    x = b.param(AbstractTensor((2,), ms.float32))
+    kept, dropped = ms.Tensor(np.ones(2, np.float32)), ms.Tensor(np.zeros(2, np.float32))
+    c0 = b.capture(kept)
+    b.add_node("add", [x, c0], {}, AbstractTensor((2,), ms.float32))      # (op names stand in for primitives)
+    n_nodes, n_caps = len(b.nodes), len(b.captures)
+    c1 = b.capture(dropped)
+    b.add_node("mul", [x, c1], {}, AbstractTensor((2,), ms.float32))
+    b.truncate(n_nodes, n_caps)
+    assert len(b.nodes) == 1 and [t for _, t in b.captures] == [kept]
+    assert b.capture(kept) is c0                       # still de-duplicated
+    assert b.capture(dropped) is not c1                # forgotten: captured afresh

@@ -10,7 +10,7 @@ semantics" docs page:
 | print(tensor)                  | values, every call        | the tracer (shape, dtype), once            |
 | Python constants (args/globals)| read every call           | baked in; a change recompiles (guarded)    |
 | x[i] = v on a traced value     | writes x's buffer (views) | rebinds x to a new value; views unchanged  |
-| x[i] = v into a captured tensor| writes                    | value from the graph: refused; constant: once |
+| x[i] = v into a captured tensor| writes                    | graph value: refused (bytecode: a break, eager); constant: once |
 | random ops                     | fresh numbers             | fresh numbers every run, same stream       |
 | Parameters / closed-over tensors | current value           | current value (read by reference each run) |
 | optimizer update               | NumPy, in place           | a host call, in program order              |
@@ -255,3 +255,143 @@ def test_state_changed_by_the_trace_itself_is_not_replayed():
     results = [float(advance(t([0.0]), c).asnumpy()[0]) for _ in range(3)]
     assert results == [0.0, 1.0, 2.0] and c.pos == 3
     assert advance.cache().compiles == 3
+
+
+@pytest.mark.parametrize("mode", ["trace", "ast", "bytecode"])
+def test_a_class_attribute_the_capture_shadows_is_guarded(mode):
+    # `pos` lives on the class, so before the first capture the instance's __dict__ is empty; the
+    # capture reads C.pos (0) and creates the instance attribute. The guard follows what `s.pos`
+    # resolves to, so the next call sees 1, recompiles, and the results equal PyNative's.
+    class C:
+        pos = 0
+
+    def advance(x, s):
+        out = x + s.pos
+        s.pos += 1
+        return out
+    eager_state, graph_state = C(), C()
+    expected = [float(advance(t([0.0]), eager_state).asnumpy()[0]) for _ in range(3)]
+    jf = ms.jit(advance, capture_mode=mode)
+    got = [float(jf(t([0.0]), graph_state).asnumpy()[0]) for _ in range(3)]
+    assert expected == [0.0, 1.0, 2.0] and got == expected and graph_state.pos == 3
+    assert jf.cache().compiles == 3
+
+    # a changed class attribute is seen too
+    class D:
+        scale = 2.0
+    d = D()
+    jg = ms.jit(lambda x, o: x * o.scale, capture_mode=mode)
+    assert float(jg(t([1.0]), d).asnumpy()[0]) == 2.0
+    D.scale = 5.0
+    assert float(jg(t([1.0]), d).asnumpy()[0]) == 5.0 and jg.cache().compiles == 2
+
+
+def test_a_class_attribute_guard_respects_the_recompile_limit():
+    class C:
+        pos = 0
+    s = C()
+
+    @ms.jit(capture_mode="trace", recompile_limit=2)
+    def advance(x, state):
+        out = x + state.pos
+        state.pos += 1
+        return out
+    with pytest.warns(RuntimeWarning, match="recompiled 2 times"):
+        got = [float(advance(t([0.0]), s).asnumpy()[0]) for _ in range(4)]
+    assert got == [0.0, 1.0, 2.0, 3.0]          # compiled twice, then eager: still PyNative's values
+    assert advance.cache().compiles == 2
+
+
+def test_a_scalar_attribute_created_by_the_capture_is_guarded():
+    # the first capture sees no `calls` attribute (getattr's default) and creates it: the graph
+    # baked "not set yet", so the next call, where it is set, must recompile
+    class Box:
+        pass
+    b = Box()
+
+    def count(x, box):
+        n = getattr(box, "calls", 1)
+        box.calls = n + 1
+        return x * n
+    jf = jit_trace(count)
+    got = [float(jf(t([1.0]), b).asnumpy()[0]) for _ in range(3)]
+    assert got == [1.0, 2.0, 3.0] and b.calls == 4
+    assert jf.cache().compiles == 3
+
+
+class _DropNet(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.dense = nn.Dense(4, 3)
+        self.drop = nn.Dropout(p=0.5)
+
+    def construct(self, x):
+        return self.drop(self.dense(x))
+
+
+_DROP_NET = _DropNet()
+
+
+def _drop_forward(x):
+    return (_DROP_NET(x) ** 2).sum()
+
+
+_DROP_GRAD = ms.value_and_grad(_drop_forward, None, _DROP_NET.trainable_params())
+
+
+@pytest.mark.parametrize("mode", ["trace", "ast", "bytecode"])
+def test_the_state_of_a_net_behind_a_global_value_and_grad_is_guarded(mode):
+    # `step` names only the global `_DROP_GRAD`; the net it differentiates is a global of the
+    # function value_and_grad wraps. Its `training` flag must still be guarded: set_train(False)
+    # selects a graph without dropout (equal to PyNative's eval values), set_train(True) the first.
+    def step(x):
+        loss, grads = _DROP_GRAD(x)
+        return loss, grads[0]
+    jf = ms.jit(step, capture_mode=mode)
+    x = t(np.random.default_rng(3).standard_normal((16, 4)))
+    ms.set_seed(1)
+    _DROP_NET.set_train(True)
+    jf(x)
+    _DROP_NET.set_train(False)
+    try:
+        loss, g = jf(x)
+        ref_loss, ref_grads = _DROP_GRAD(x)
+        np.testing.assert_allclose(loss.asnumpy(), ref_loss.asnumpy(), rtol=1e-6)
+        np.testing.assert_allclose(g.asnumpy(), ref_grads[0].asnumpy(), rtol=1e-5, atol=1e-6)
+        assert jf.cache().compiles == 2
+        _DROP_NET.set_train(True)
+        train_loss, _ = jf(x)
+        assert jf.cache().compiles == 2                     # the train graph is reused
+        assert abs(float(train_loss.asnumpy()) - float(ref_loss.asnumpy())) > 1e-3   # dropout is on
+    finally:
+        _DROP_NET.set_train(False)
+
+
+def test_writing_a_graph_value_into_an_outside_tensor_names_the_ast_mode():
+    buf = t(np.zeros(3))
+
+    @ms.jit(capture_mode="ast")
+    def f(x):
+        buf[0] = x.sum()
+        return x
+    with pytest.raises(CaptureError, match="test_semantics.py") as e:
+        f(t([1.0, 2.0]))
+    assert "capture_mode='ast'" in str(e.value) and "capture_mode='trace'" not in str(e.value)
+
+
+def test_writing_a_graph_value_into_an_outside_tensor_breaks_the_graph_in_bytecode_mode():
+    # bytecode: the write needs the value now, so it is a graph break: the graph before it runs,
+    # the write happens eagerly (on every call, like PyNative), capture resumes after it
+    from minispore.graph import explain
+    buf = t(np.zeros(3))
+
+    def f(x):
+        buf[0] = x.sum()
+        return x * 2
+    jf = ms.jit(f, capture_mode="bytecode")
+    np.testing.assert_allclose(jf(t([1.0, 2.0])).asnumpy(), [2.0, 4.0])
+    np.testing.assert_allclose(buf.asnumpy(), [3.0, 0.0, 0.0])
+    np.testing.assert_allclose(jf(t([5.0, 6.0])).asnumpy(), [10.0, 12.0])
+    np.testing.assert_allclose(buf.asnumpy(), [11.0, 0.0, 0.0])
+    assert jf.cache().compiles == 1
+    assert len(explain(jf, t([1.0, 2.0])).breaks) >= 1

@@ -242,3 +242,28 @@ def test_tensors_inside_containers_and_keywords_become_graph_inputs():
     out = f((t(b), t(a)), 2.0, config={"k": 3}, bias=t(a))     # keyword order does not matter
     np.testing.assert_allclose(out.asnumpy(), (b * a + a) * 6.0, rtol=1e-6)
     assert f.cache().compiles == 1
+
+
+def test_chained_host_calls_pass_run_time_values():
+    # the result of one host call handed to another must be the value computed when the graph
+    # runs, not the compile-time placeholder (HostResult)
+    from minispore.graph.capture.trace import host_call
+    seen = []
+
+    def total(x):
+        return float(x.asnumpy().astype(np.float64).sum())
+
+    def scaled(v, k):
+        seen.append(type(v))
+        return v * k
+
+    @jit_trace
+    def f(x):
+        s = host_call(total, (x,), {}, "total")
+        return host_call(scaled, (s, 10), {}, "scaled")
+
+    a, b = rand(2, 3, seed=1), rand(2, 3, seed=2)
+    assert f(t(a)) == pytest.approx(10 * a.astype(np.float64).sum(), rel=1e-6)
+    assert f(t(b)) == pytest.approx(10 * b.astype(np.float64).sum(), rel=1e-6)   # same graph, new values
+    assert f.cache().compiles == 1
+    assert seen == [float, float]

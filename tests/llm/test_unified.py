@@ -151,6 +151,15 @@ def test_prefix_caching_skips_the_shared_prompt_and_keeps_the_logits():
     np.testing.assert_allclose(nxt, full_logits(MODEL, user_a + [7])[-1], **TOL)
 
 
+def test_generate_batch_shares_prompt_prefixes_between_requests():
+    system = SEQ[:20]
+    prompts = [system + [1, 2], system + [3], SEQ[:5], system + [4, 5, 6]]
+    res = generate_batch(MODEL, prompts, 6, kv_cache="paged", block_size=4)
+    assert [r.cached_tokens for r in res] == [0, 20, 4, 20]         # SEQ[:5] shares the first block too
+    for r, p in zip(res, prompts):
+        assert r.token_ids == generate_batch(MODEL, [p], 6, kv_cache=None)[0].token_ids
+
+
 def test_forked_sequences_diverge_with_copy_on_write():
     cache = MODEL.new_paged_cache(num_blocks=16, block_size=4)
     prompt = SEQ[:10]                                              # the last block is partly filled

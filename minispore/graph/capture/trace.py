@@ -47,6 +47,12 @@ _HINT = ("use capture_mode='ast' (tensor if/while become graph control flow) or 
          "(that code runs eagerly at a graph break), or express it with ops (ops.where, ops.select)")
 
 
+# what to suggest in each mode (the ast mode already compiles tensor if/while: only a break helps)
+_HINTS = {"trace": _HINT,
+          "ast": "return the value from the function and use it outside, use capture_mode='bytecode' (that code "
+                 "runs eagerly at a graph break), or express it with ops (ops.where, ops.select)"}
+
+
 class CaptureError(OpTypeError):
     """Something in a captured function needs a value that exists only when the graph runs."""
 
@@ -91,8 +97,9 @@ def _data_error(what, session):
                f"while tracing, so it has no data); return it from the function instead")
     else:
         name = session.name if session is not None else "?"
-        got = (f"a tensor traced by jit(capture_mode='trace') in '{name}': its values exist only when the "
-               f"compiled graph runs. Python code that needs them cannot be traced; {_HINT}")
+        mode = getattr(session, "capture_mode", "trace")
+        got = (f"a tensor traced by jit(capture_mode='{mode}') in '{name}': its values exist only when the "
+               f"compiled graph runs. Python code that needs them cannot be traced; {_HINTS.get(mode, _HINT)}")
     return CaptureError(what, "a tensor with concrete values", got, where=_where(src))
 
 
@@ -342,6 +349,8 @@ class TraceSession:
       so the operands of the structural node are `[outer for outer, _ in child.lifted]`.
     """
 
+    capture_mode = "trace"     # named in errors; the ast and bytecode sessions override it
+
     def __init__(self, name, fn, fullgraph=False, parent=None):
         self.name = name
         self.fn = fn
@@ -376,6 +385,7 @@ class TraceSession:
     def subgraph(self, name):
         """Trace a closed subgraph; see the class docstring."""
         child = TraceSession(name, self.fn, self.fullgraph, parent=self)
+        child.capture_mode = self.capture_mode
         try:
             with child.running():
                 yield child
@@ -479,11 +489,20 @@ class TraceSession:
             raise CaptureError(name, "code that compiles into the graph (fullgraph=True)",
                                f"'{name}', which runs on the host at run time (JIT Fallback); "
                                f"drop fullgraph=True to allow it", where=_where(src))
-        leaves, template = pytree.flatten_call(args, kwargs, is_leaf=_is_symbolic)
-        vals = [self.value_of(t) for t in leaves]
+        # a traced tensor and an earlier host call's result are both run-time values: they become
+        # node inputs (Slots in the template), so the call sees what the graph computed, not the
+        # compile-time placeholder
+        leaves, template = pytree.flatten_call(args, kwargs, is_leaf=_is_run_time_value)
+        vals = [self._host_result_value(t) if type(t) is HostResult else self.value_of(t) for t in leaves]
         node = self.builder.add_structural(HOST_CALL, vals, {"fn": fn, "template": template, "name": name},
                                            [OPAQUE], source=src)
         return HostResult(node.outputs[0], self, name)
+
+    def _host_result_value(self, r) -> Value:
+        if r.session is not self:
+            raise CaptureError(f"{r.name} (host call)", "a value of the graph being traced",
+                               "the result of a host call recorded in another graph", where=_where(user_source()))
+        return r.value
 
     # outputs
     def output_values(self, out):
@@ -505,6 +524,10 @@ class TraceSession:
 
 def _is_symbolic(x):
     return isinstance(x, Tensor) and type(x._data) is SymbolicArray
+
+
+def _is_run_time_value(x):
+    return type(x) is HostResult or _is_symbolic(x)
 
 
 _CONST_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), slice)

@@ -119,10 +119,7 @@ def _qkv_geometry(op, q, k, v, heads, layout, kv_heads=0):
     if tuple(v.shape) != tuple(k.shape):
         raise C.OpValueError(op, "'value' of the shape of 'key'", f"{tuple(v.shape)} and {tuple(k.shape)}")
     b, n1, s1, d = _layout_dims(op, "query", q, layout, heads=heads)
-    if layout in ("BSH", "SBH"):
-        b2, n2, s2, _ = _layout_dims(op, "key", k, layout, head_dim=d)
-    else:
-        b2, n2, s2, _ = _layout_dims(op, "key", k, layout, head_dim=d)
+    b2, n2, s2, _ = _layout_dims(op, "key", k, layout, head_dim=d)
     if b2 != b:
         raise C.OpValueError(op, f"'key' with the query's batch size {b}", f"shape {tuple(k.shape)}")
     if n2 == 0 or n1 % n2:
@@ -823,8 +820,9 @@ def incre_flash_attention(query, key, value, attn_mask=None, actual_seq_lengths=
       Computed with Flash-Decoding: the keys are split into `num_kv_splits` chunks (minispore
       extension; default one per 512 keys), each chunk attended independently, and the partial
       outputs combined with weights exp(lse_chunk - lse_total).
-    * paged cache: `block_table` (B, max_blocks) int, `block_size`, key/value the caches
-      (num_blocks, block_size, N2*D) (or (..., N2, D)) and `actual_seq_lengths` the context lengths.
+    * paged cache: `block_table` (B, max_blocks) int, key/value the caches (num_blocks, block_size,
+      N2*D) (or (..., N2, D)), `block_size` their slots per block (0: read it from the caches) and
+      `actual_seq_lengths` the context lengths.
       int8 caches are dequantized per gathered block: (x + antiquant_offset) * antiquant_scale, both of
       shape (2, N2*D) (row 0 keys, row 1 values).
     * num_key_value_heads: 0 means num_heads (else GQA). Quantized outputs (dequant_scale1 ...

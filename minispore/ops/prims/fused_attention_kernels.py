@@ -274,7 +274,7 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
     c_start, c_end = (0, k.shape[2]) if kv_range is None else kv_range
     out = np.empty((B, N2, G, S1, dv), q.dtype)
     lse = np.empty((B, N2, G, S1), q.dtype)
-    kt = _transposed(k)                                      # (B, N2, 1, D, S2)
+    kt = _transposed(k[:, :, c_start:c_end])                 # (B, N2, 1, D, c_end - c_start)
     vv = v[:, :, None]
     for r0 in range(0, S1, block_q):
         r1 = min(r0 + block_q, S1)
@@ -285,7 +285,7 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
             keep = pattern.tile(r0, r1, c0, c1)
             if keep is SKIP:
                 continue                                     # fully masked tile: no work at all
-            s = qi @ kt[..., c0:c1]
+            s = qi @ kt[..., c0 - c_start:c1 - c_start]
             if pse is not None:
                 s += pse[..., r0:r1, c0:c1]
             _mask_scores(s, keep)

@@ -78,6 +78,8 @@ def aval_of(x):
 class AstSession(TraceSession):
     """One graph being captured by the ast mode (the top graph, or a region's subgraph)."""
 
+    capture_mode = "ast"
+
     def __init__(self, name, fn, fullgraph, interp, parent=None):
         super().__init__(name, fn, fullgraph, parent=parent)
         self.interp = interp

@@ -290,10 +290,7 @@ class Interpreter:
             stack[:] = snap
             frame.kw_names = kw
             self.pc = i
-            del builder.nodes[n_nodes:]
-            for _, t in builder.captures[n_caps:]:
-                builder._capture_ids.pop(id(t), None)
-            del builder.captures[n_caps:]
+            builder.truncate(n_nodes, n_caps)
             nxt = instrs[i + 1].opname if i + 1 < len(instrs) else None
             is_call = ins.opname in ("CALL", "CALL_FUNCTION_EX")
             return BreakInfo(i, ins.offset, ins.opname, reason, self.info.filename, self.info.lines[i],

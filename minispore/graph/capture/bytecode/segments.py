@@ -39,6 +39,8 @@ class BytecodeSession(TraceSession):
     """A trace session whose nodes recorded straight from the interpreted function's bytecode are
     attributed to that function's line (there is no Python frame for it to find)."""
 
+    capture_mode = "bytecode"
+
     def __init__(self, name, fn, fullgraph=False):
         super().__init__(name, fn, fullgraph)
         self.interp = None
