@@ -256,7 +256,7 @@ def _cell_token(cell, depth, seen):
         lay = _cell_layouts.get(lkey)
         if lay is None:
             lay = _cell_layouts[lkey] = _CellLayout(d, tc)
-        attrs = [lay.scalar_keys, lay.scalar_get(d)]
+        attrs = [lay.scalar_get(d)]
         for k in lay.other_keys:
             v = d[k]
             if isinstance(v, Tensor):
@@ -269,7 +269,7 @@ def _cell_token(cell, depth, seen):
                 attrs.append((k, stable_token(v, depth - 1, seen)))
         params = [(k, p._data.shape, p.dtype.name, p.requires_grad)
                   for k, p in d["_params"].items() if p is not None]
-        parts.append((name, lay.class_id, attrs, params))
+        parts.append((name, lay.digest, attrs, params))
         prefix = name + "." if name else ""
         for k, sub in reversed(d["_cells"].items()):
             if sub is not None:
@@ -287,7 +287,7 @@ class _CellLayout:
     dataclass configs; plus the class's identity (module, name, construct's code hash). Built from
     the first such cell; a model's cells share a handful of layouts."""
 
-    __slots__ = ("scalar_keys", "scalar_get", "other_keys", "class_id")
+    __slots__ = ("scalar_keys", "scalar_get", "other_keys", "class_id", "digest")
 
     def __init__(self, d, cls):
         scalars, others = [], []
@@ -309,6 +309,11 @@ class _CellLayout:
         construct = getattr(cls, "construct", None)
         code = getattr(getattr(construct, "fn", construct), "__code__", None)
         self.class_id = (cls.__module__, cls.__qualname__, code_hash(code) if code is not None else "")
+        # what the token says about every cell of this layout (class identity and attribute names)
+        # in 32 hex digits: the key is a hash of the token's repr, and a long model repeats the
+        # same few layouts per layer, so spelling them out each time made the repr the costliest
+        # part of computing the key
+        self.digest = hashlib.sha256(repr((self.class_id, self.scalar_keys, self.other_keys)).encode()).hexdigest()[:32]
 _VOLATILE = frozenset(("_hook_id", "_default_name_id", "_casting"))
 
 

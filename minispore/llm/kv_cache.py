@@ -2,10 +2,13 @@
 
 Two layouts, one protocol. The model (`Llama.forward_2d(tokens, cache)`) asks the cache three things:
 
-    positions = cache.begin(batch, seq)   # where the new tokens sit: an int (same start for every
-                                          # row) or a (batch, seq) array; validates capacity
-    out = cache.layers[i].attend(q, k, v, attention_fn)   # store this layer's new k, v; attend
-    cache.end()                           # commit: the new positions now count as cached
+    positions = cache.begin(batch, seq, max_seq_len, tokens)
+        # where the new tokens sit: an int (the same start for every row) or a (batch, seq)
+        # array; checks the batch and the context length, reserves room
+    out = cache.layers[i].attend(q, k, v, attention_fn)
+        # store this layer's new keys/values, attend the queries over everything cached
+    cache.end(seq)
+        # commit: the new positions now count as cached
 
 so one `Attention` cell serves training (no cache), contiguous decoding and paged decoding.
 

@@ -12,12 +12,12 @@ from minispore.llm.generate import generate_batch
 TOL = dict(rtol=0, atol=1e-5)
 
 
-def make_model(seed=0, **kw):
+def make_model(seed=0, attention="naive", **kw):
     cfg = dict(vocab_size=61, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=48, multiple_of=8,
                tie_embeddings=False)
     cfg.update(kw)
     ms.set_seed(seed)
-    m = Llama(LlamaConfig(**cfg), attention="naive")
+    m = Llama(LlamaConfig(**cfg), attention=attention)
     rng = np.random.default_rng(seed)
     for name, p in m.parameters_and_names():
         # larger than the 0.02 init, so attention is far from uniform and positions matter
@@ -28,7 +28,17 @@ def make_model(seed=0, **kw):
     return m
 
 
-MODEL = make_model()
+IMPLS = ["naive", "flash"] if hasattr(ms.ops, "flash_attention_score") else ["naive"]
+MODELS = {impl: make_model(attention=impl) for impl in IMPLS}      # the same weights
+
+
+@pytest.fixture(params=IMPLS)
+def model(request):
+    """The test model with each attention core (naive; flash = MindSpore's fused attention ops)."""
+    return MODELS[request.param]
+
+
+MODEL = MODELS["naive"]
 RNG = np.random.default_rng(1)
 SEQ = RNG.integers(0, 61, 40).tolist()                  # a prompt of 13 + 27 teacher-forced tokens
 
@@ -58,11 +68,11 @@ def run_paged(model, ids, prompt_len, block_size, chunk=None, fused=None, seq_id
     return np.concatenate(out)
 
 
-REF = full_logits(MODEL, SEQ)
+REF = full_logits(MODEL, SEQ)                            # the naive full forward: every path must give it
 
 
-def test_incremental_decode_equals_the_full_forward_at_every_position():
-    np.testing.assert_allclose(run_contiguous(MODEL, SEQ, 13), REF, **TOL)
+def test_incremental_decode_equals_the_full_forward_at_every_position(model):
+    np.testing.assert_allclose(run_contiguous(model, SEQ, 13), REF, **TOL)
     # and the reference is not trivial: positions really differ
     assert np.abs(REF[1:] - REF[:-1]).max() > 1.0
 
@@ -72,105 +82,105 @@ FUSED = [False, True] if hasattr(ms.ops, "paged_attention") else [False]
 
 @pytest.mark.parametrize("fused", FUSED)                         # ops.paged_attention, or gather + attention
 @pytest.mark.parametrize("block_size", [1, 4, 16, 5])          # 5 divides neither 13 nor 40
-def test_paged_cache_equals_the_contiguous_cache(block_size, fused):
-    np.testing.assert_allclose(run_paged(MODEL, SEQ, 13, block_size, fused=fused), REF, **TOL)
+def test_paged_cache_equals_the_contiguous_cache(model, block_size, fused):
+    np.testing.assert_allclose(run_paged(model, SEQ, 13, block_size, fused=fused), REF, **TOL)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64])
-def test_chunked_prefill_equals_unchunked(chunk):
-    np.testing.assert_allclose(run_contiguous(MODEL, SEQ, 30, chunk), REF, **TOL)
+def test_chunked_prefill_equals_unchunked(model, chunk):
+    np.testing.assert_allclose(run_contiguous(model, SEQ, 30, chunk), REF, **TOL)
     for fused in FUSED:
-        np.testing.assert_allclose(run_paged(MODEL, SEQ, 30, 4, chunk, fused), REF, **TOL)
+        np.testing.assert_allclose(run_paged(model, SEQ, 30, 4, chunk, fused), REF, **TOL)
 
 
 PROMPTS = [RNG.integers(0, 61, n).tolist() for n in (3, 11, 7, 1)]
 FORCED = [RNG.integers(0, 61, 6).tolist() for _ in PROMPTS]       # teacher-forced decode tokens
 
 
-def test_batched_left_padded_decoding_equals_one_at_a_time():
+def test_batched_left_padded_decoding_equals_one_at_a_time(model):
     width = max(map(len, PROMPTS))
     pad = [width - len(p) for p in PROMPTS]
     ids = np.zeros((len(PROMPTS), width), np.int64)
     for b, p in enumerate(PROMPTS):
         ids[b, pad[b]:] = p
-    cache = MODEL.new_cache(pad=pad)
-    got = [MODEL(ms.Tensor(ids), cache).asnumpy()[:, -1]]
+    cache = model.new_cache(pad=pad)
+    got = [model(ms.Tensor(ids), cache).asnumpy()[:, -1]]
     for t in range(6):
         step = np.asarray([[f[t]] for f in FORCED], np.int64)
-        got.append(MODEL(ms.Tensor(step), cache).asnumpy()[:, 0])
+        got.append(model(ms.Tensor(step), cache).asnumpy()[:, 0])
     got = np.stack(got, axis=1)                                   # (B, 7, vocab)
     for b, p in enumerate(PROMPTS):
-        alone = full_logits(MODEL, p + FORCED[b])[len(p) - 1:]
+        alone = full_logits(model, p + FORCED[b])[len(p) - 1:]
         np.testing.assert_allclose(got[b], alone, **TOL)
 
 
 @pytest.mark.parametrize("fused", FUSED)
 @pytest.mark.parametrize("block_size", [1, 3, 16])
-def test_batched_paged_decoding_equals_one_at_a_time(block_size, fused):
-    cache = MODEL.new_paged_cache(num_blocks=64, block_size=block_size, use_fused_ops=fused)
+def test_batched_paged_decoding_equals_one_at_a_time(model, block_size, fused):
+    cache = model.new_paged_cache(num_blocks=64, block_size=block_size, use_fused_ops=fused)
     firsts = []
     for b, p in enumerate(PROMPTS):                                # per-sequence prefill
         cache.add_sequence(b, p)
-        firsts.append(MODEL(ms.Tensor(np.asarray([p], np.int64)), cache.batch([b])).asnumpy()[0, -1])
+        firsts.append(model(ms.Tensor(np.asarray([p], np.int64)), cache.batch([b])).asnumpy()[0, -1])
     got = [np.stack(firsts)]
     ids = list(range(len(PROMPTS)))
     for t in range(6):                                            # ragged lengths, one decode batch
         step = np.asarray([[f[t]] for f in FORCED], np.int64)
-        got.append(MODEL(ms.Tensor(step), cache.batch(ids)).asnumpy()[:, 0])
+        got.append(model(ms.Tensor(step), cache.batch(ids)).asnumpy()[:, 0])
     got = np.stack(got, axis=1)
     for b, p in enumerate(PROMPTS):
-        np.testing.assert_allclose(got[b], full_logits(MODEL, p + FORCED[b])[len(p) - 1:], **TOL)
+        np.testing.assert_allclose(got[b], full_logits(model, p + FORCED[b])[len(p) - 1:], **TOL)
 
 
 @pytest.mark.parametrize("kv_cache", ["contiguous", "paged"])
 @pytest.mark.parametrize("sampling", [dict(temperature=0.0), dict(temperature=1.0, top_p=0.8, seed=5),
                                       dict(temperature=0.7, top_k=7, repetition_penalty=1.5, seed=2)])
-def test_batched_generation_gives_every_prompt_its_own_tokens(kv_cache, sampling):
-    batched = generate_batch(MODEL, PROMPTS, 20, kv_cache=kv_cache, block_size=4, prefill_chunk=4, **sampling)
+def test_batched_generation_gives_every_prompt_its_own_tokens(model, kv_cache, sampling):
+    batched = generate_batch(model, PROMPTS, 20, kv_cache=kv_cache, block_size=4, prefill_chunk=4, **sampling)
     for b, p in enumerate(PROMPTS):
         opts = dict(sampling, seed=sampling["seed"] + b) if "seed" in sampling else sampling
-        alone = generate_batch(MODEL, [p], 20, kv_cache=None, **opts)[0]      # no cache at all
+        alone = generate_batch(model, [p], 20, kv_cache=None, **opts)[0]      # no cache at all
         assert batched[b].token_ids == alone.token_ids, b
     assert len({tuple(r.token_ids) for r in batched}) == len(PROMPTS)
 
 
-def test_prefix_caching_skips_the_shared_prompt_and_keeps_the_logits():
+def test_prefix_caching_skips_the_shared_prompt_and_keeps_the_logits(model):
     system = SEQ[:24]
-    cache = MODEL.new_paged_cache(num_blocks=32, block_size=8)
+    cache = model.new_paged_cache(num_blocks=32, block_size=8)
     user_a, user_b = system + [1, 2, 3, 4, 5], system + [9, 8, 7, 6, 5, 4]
     assert cache.add_sequence("a", user_a) == 0
-    MODEL(ms.Tensor(np.asarray([user_a], np.int64)), cache.batch(["a"]))
+    model(ms.Tensor(np.asarray([user_a], np.int64)), cache.batch(["a"]))
     cached = cache.add_sequence("b", user_b)
     assert cached == 24                                            # three full blocks found
-    logits = MODEL(ms.Tensor(np.asarray([user_b[cached:]], np.int64)), cache.batch(["b"])).asnumpy()[0]
+    logits = model(ms.Tensor(np.asarray([user_b[cached:]], np.int64)), cache.batch(["b"])).asnumpy()[0]
     # only prompt - 24 = 6 tokens computed (<= prompt - 24 + block_size), same logits as from scratch
     assert logits.shape[0] == 6
-    np.testing.assert_allclose(logits, full_logits(MODEL, user_b)[24:], **TOL)
+    np.testing.assert_allclose(logits, full_logits(model, user_b)[24:], **TOL)
     # and the first request is unaffected by the second sharing its blocks
-    nxt = MODEL(ms.Tensor(np.asarray([[7]], np.int64)), cache.batch(["a"])).asnumpy()[0, -1]
-    np.testing.assert_allclose(nxt, full_logits(MODEL, user_a + [7])[-1], **TOL)
+    nxt = model(ms.Tensor(np.asarray([[7]], np.int64)), cache.batch(["a"])).asnumpy()[0, -1]
+    np.testing.assert_allclose(nxt, full_logits(model, user_a + [7])[-1], **TOL)
 
 
-def test_generate_batch_shares_prompt_prefixes_between_requests():
+def test_generate_batch_shares_prompt_prefixes_between_requests(model):
     system = SEQ[:20]
     prompts = [system + [1, 2], system + [3], SEQ[:5], system + [4, 5, 6]]
-    res = generate_batch(MODEL, prompts, 6, kv_cache="paged", block_size=4)
+    res = generate_batch(model, prompts, 6, kv_cache="paged", block_size=4)
     assert [r.cached_tokens for r in res] == [0, 20, 4, 20]         # SEQ[:5] shares the first block too
     for r, p in zip(res, prompts):
-        assert r.token_ids == generate_batch(MODEL, [p], 6, kv_cache=None)[0].token_ids
+        assert r.token_ids == generate_batch(model, [p], 6, kv_cache=None)[0].token_ids
 
 
-def test_forked_sequences_diverge_with_copy_on_write():
-    cache = MODEL.new_paged_cache(num_blocks=16, block_size=4)
+def test_forked_sequences_diverge_with_copy_on_write(model):
+    cache = model.new_paged_cache(num_blocks=16, block_size=4)
     prompt = SEQ[:10]                                              # the last block is partly filled
     cache.add_sequence("p", prompt)
-    MODEL(ms.Tensor(np.asarray([prompt], np.int64)), cache.batch(["p"]))
+    model(ms.Tensor(np.asarray([prompt], np.int64)), cache.batch(["p"]))
     cache.fork("p", "c")
     used = cache.manager.num_used_blocks
-    out = MODEL(ms.Tensor(np.asarray([[3], [4]], np.int64)), cache.batch(["p", "c"])).asnumpy()[:, 0]
+    out = model(ms.Tensor(np.asarray([[3], [4]], np.int64)), cache.batch(["p", "c"])).asnumpy()[:, 0]
     assert cache.manager.num_used_blocks == used + 1              # one block copied for the child
-    np.testing.assert_allclose(out[0], full_logits(MODEL, prompt + [3])[-1], **TOL)
-    np.testing.assert_allclose(out[1], full_logits(MODEL, prompt + [4])[-1], **TOL)
+    np.testing.assert_allclose(out[0], full_logits(model, prompt + [3])[-1], **TOL)
+    np.testing.assert_allclose(out[1], full_logits(model, prompt + [4])[-1], **TOL)
     cache.free("p")
     cache.free("c")
     assert cache.manager.num_free_blocks == 16

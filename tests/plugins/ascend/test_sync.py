@@ -54,13 +54,18 @@ def _exp_on(ascend, x, o, stream):
 
 
 def test_events_order_two_streams(ascend, slow_launches):
-    """s1 computes o = exp(x) (slowly); s2 copies o to p. With record/wait the copy sees exp(x);
-    without, s2 runs first and copies the old contents."""
+    """s1 computes o = exp(x) behind a queue of earlier work; s2 copies o to p. With record/wait the
+    copy sees exp(x); without, s2 (one queued task) finishes long before s1 (nine) and copies the
+    old contents. Every task sleeps 30 ms, so s1's exp lands ~240 ms after s2's copy: a margin,
+    not a race between two equal delays."""
     for use_event, expect in ((True, 1.0), (False, 5.0)):
         x = ascend.to_device(np.zeros(4, np.float32))
         o = ascend.to_device(np.full(4, 5.0, np.float32))
         p = ascend.to_device(np.zeros(4, np.float32))
+        scratch = ascend.to_device(np.zeros(4, np.float32))
         s1, s2, ev = ascend.create_stream(), ascend.create_stream(), ascend.create_event()
+        for _ in range(8):                       # earlier work on s1 (it touches only `scratch`)
+            _exp_on(ascend, x, scratch, s1)
         _exp_on(ascend, x, o, s1)
         if use_event:
             ascend.record_event(ev, s1)
@@ -72,7 +77,7 @@ def test_events_order_two_streams(ascend, slow_launches):
         for s in (s1, s2):
             ascend.destroy_stream(s)
         ascend.destroy_event(ev)
-        for t in (x, o, p):
+        for t in (x, o, p, scratch):
             ascend.free(t.buffer)
 
 
