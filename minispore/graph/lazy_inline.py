@@ -166,6 +166,30 @@ class _Layout:
         self.tensor_keys = tuple(tensors)
 
 
+_by_class: dict = {}    # class -> [(attribute names, attribute types, _Layout)]: the layouts seen per class
+
+
+def _layout_of(c, d):
+    """The _Layout of cell `c` (its __dict__ `d`). A class has one or two layouts: comparing the
+    names and types tuples with those few directly is cheaper than hashing them into a dict key
+    (this runs for every sub-cell of every layer)."""
+    tc = type(c)
+    keys, types = tuple(d), tuple(map(type, d.values()))
+    known = _by_class.get(tc)
+    if known is not None:
+        for k, t, lay in known:
+            if k == keys and t == types:
+                return lay
+    lkey = (tc, keys, types)
+    lay = _layouts.get(lkey)
+    if lay is None:
+        lay = _layouts[lkey] = _Layout(d, tc)
+    known = _by_class.setdefault(tc, [])
+    if len(known) < 8:                  # (a class with many layouts falls back to the dict)
+        known.append((keys, types, lay))
+    return lay
+
+
 def _describe(cell):
     """(own tensors, structure) of a cell tree in ONE walk (this runs once per layer per capture).
 
@@ -178,7 +202,7 @@ def _describe(cell):
     The walk is an explicit depth-first stack rather than recursion (same order): a layer has a
     dozen or more cells and this is one of the few costs paid per layer, so it is kept lean."""
     own, sig, seen = [], [], set()
-    append, layouts = sig.append, _layouts
+    append = sig.append
     stack = [(cell, "")]
     pop, push = stack.pop, stack.append
     while stack:
@@ -189,10 +213,7 @@ def _describe(cell):
         d = c.__dict__
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
             return own, None
-        lkey = (type(c), tuple(d), tuple(map(type, d.values())))
-        lay = layouts.get(lkey)
-        if lay is None:
-            lay = layouts[lkey] = _Layout(d, type(c))
+        lay = _layout_of(c, d)
         if lay.has_bprop:
             return own, None
         append(lay)           # the layout object stands for lkey: one per lkey, hashed by identity

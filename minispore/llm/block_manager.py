@@ -250,9 +250,8 @@ class BlockManager:
         continuation). A shared, partly filled last block is copied first (copy-on-write)."""
         seq = self._seq(seq_id, "append")
         new = [int(t) for t in np.asarray(token_ids).reshape(-1)]
-        bs, n = self.block_size, len(seq.token_ids)
-        grow = -(-(n + len(new)) // bs) - len(seq.block_table)
-        cow = bool(new) and n % bs != 0 and self.blocks[seq.block_table[-1]].ref_count > 1
+        n = len(seq.token_ids)
+        grow, cow = self._growth(seq, len(new))
         need = grow + int(cow)
         if need > self.num_free_blocks:
             raise OutOfBlocksError("BlockManager.append", need, self.num_free_blocks, self.num_blocks)
@@ -266,6 +265,18 @@ class BlockManager:
         seq.block_table.extend(self._take_free_block() for _ in range(grow))
         seq.token_ids.extend(new)
         return Reservation(self.slots(seq_id, n, n + len(new)), copies)
+
+    def _growth(self, seq, n_new):
+        """(new blocks, whether the last block must be copied first) for n_new more tokens."""
+        n = len(seq.token_ids)
+        grow = -(-(n + n_new) // self.block_size) - len(seq.block_table)
+        cow = n_new > 0 and n % self.block_size != 0 and self.blocks[seq.block_table[-1]].ref_count > 1
+        return grow, cow
+
+    def blocks_needed(self, seq_id, n_new: int) -> int:
+        """Free blocks `append`ing n_new tokens to the sequence would take (copy-on-write included)."""
+        grow, cow = self._growth(self._seq(seq_id, "blocks_needed"), n_new)
+        return grow + int(cow)
 
     def reserve_prompt(self, seq_id) -> Reservation:
         """Slots of the prompt tokens `allocate` did not find in the cache (what prefill writes)."""

@@ -29,7 +29,7 @@ import numpy as np
 from ..common.errors import OpValueError
 from ..common.tensor import _wrap
 from ..ops import functional as F
-from .block_manager import BlockManager
+from .block_manager import BlockManager, OutOfBlocksError
 
 
 # ------------------------------------------------------------------------------------------------
@@ -281,20 +281,27 @@ class PagedKVCache:
         if seq == 0 or starts.max() + seq > max_seq_len:
             raise OpValueError("Llama", f"1 to {max_seq_len - int(starts.max())} new positions (max_seq_len "
                                f"{max_seq_len}, {int(starts.max())} already cached)", f"{seq}")
-        toks = None if tokens is None else np.asarray(tokens).reshape(batch, seq)
+        toks = np.zeros((batch, seq), np.int64) if tokens is None else np.asarray(tokens).reshape(batch, seq)
+        # check every row before changing anything: a bad row or a full cache leaves all untouched
+        overlaps, need = [], 0
+        for r, s in enumerate(ids):
+            start = int(starts[r])
+            # positions reserved by add_sequence must be fed the tokens they were reserved for
+            overlap = min(m.num_tokens(s), start + seq) - start
+            if tokens is not None and overlap > 0:
+                expect = m.token_ids(s)[start:start + overlap]
+                if toks[r, :overlap].tolist() != expect:
+                    raise OpValueError("Llama", f"sequence {s!r} continued by its reserved prompt tokens "
+                                       f"{expect[:8]}", f"{toks[r, :overlap].tolist()[:8]}")
+            overlaps.append(overlap)
+            need += m.blocks_needed(s, seq - overlap)
+        if need > m.num_free_blocks:
+            raise OutOfBlocksError("PagedKVCache", need, m.num_free_blocks, m.num_blocks)
         slots = []
         for r, s in enumerate(ids):
-            start, have = int(starts[r]), m.num_tokens(s)
-            # positions reserved by add_sequence must be fed the tokens they were reserved for
-            overlap = min(have, start + seq) - start
-            if toks is not None and overlap > 0:
-                expect = m.token_ids(s)[start:start + overlap]
-                if list(toks[r, :overlap]) != expect:
-                    raise OpValueError("Llama", f"sequence {s!r} continued by its reserved prompt tokens "
-                                       f"{expect[:8]}", f"{list(toks[r, :overlap])[:8]}")
-            if overlap < seq:
-                extra = toks[r, overlap:] if toks is not None else [0] * (seq - overlap)
-                self.copy_blocks(m.append(s, extra).copies)
+            start, overlap = int(starts[r]), overlaps[r]
+            if overlap < seq:                     # decoded tokens: new slots (copy-on-write first)
+                self.copy_blocks(m.append(s, toks[r, overlap:]).copies)
             slots.append(m.slots(s, start, start + seq))
         ends = starts + seq
         max_len = int(ends.max())

@@ -69,12 +69,13 @@ class BlockManagerMachine(RuleBasedStateMachine):
         others = {s: read_back(self.bm, self.store, s) for s in self.bm.seqs if s != sid}
         before = snapshot(self.bm)
         start = self.bm.num_tokens(sid)
+        need, free = self.bm.blocks_needed(sid, len(tokens)), self.bm.num_free_blocks
         try:
             res = self.bm.append(sid, tokens)
         except OutOfBlocksError:
-            assert snapshot(self.bm) == before
+            assert need > free and snapshot(self.bm) == before
             return
-        assert len(res.slots) == len(tokens)
+        assert len(res.slots) == len(tokens) and free - self.bm.num_free_blocks == need
         write_computed(self.bm, self.store, sid, start, res.copies)
         # copy-on-write: the sequences that shared a block still read their own tokens
         for s, toks in others.items():

@@ -197,3 +197,15 @@ def test_live_transformers_reads_what_minispore_writes(tmp_path):
     with torch.no_grad():
         ref = hf(torch.tensor(x)).logits.numpy()
     np.testing.assert_allclose(m(ms.Tensor(x)).asnumpy(), ref, rtol=0, atol=1e-4)
+
+
+def test_bfloat16_checkpoints_load_as_float32(tmp_path):
+    import ml_dtypes
+    t = safetensors.numpy.load_file(os.path.join(FIXTURE, "model.safetensors"))
+    bf16 = {k: v.astype(ml_dtypes.bfloat16) for k, v in t.items()}
+    safetensors.numpy.save_file(bf16, str(tmp_path / "model.safetensors"))
+    shutil.copy(os.path.join(FIXTURE, "config.json"), tmp_path)
+    m = LlamaForCausalLM.from_pretrained(tmp_path)
+    w = dict(m.parameters_and_names())["layers.1.attention.wk.weight"]
+    assert w.dtype == ms.float32
+    np.testing.assert_array_equal(w.asnumpy(), bf16["model.layers.1.self_attn.k_proj.weight"].astype(np.float32))

@@ -218,6 +218,7 @@ def test_paged_cache_bad_input():
     MODEL(ms.Tensor(np.asarray([[1, 2, 3]], np.int64)), cache.batch(["a"]))
     with pytest.raises(OutOfBlocksError, match=r"needs 2 free block\(s\) but has 1"):
         MODEL(ms.Tensor(np.asarray([[5] * 6], np.int64)), cache.batch(["a"]))
+    assert cache.manager.num_tokens("a") == 3                     # nothing was reserved
     with pytest.raises(OpValueError, match="already cached"):
         MODEL(ms.Tensor(np.zeros((1, 48), np.int64)), cache.batch(["a"]))
     contiguous = MODEL.new_cache(pad=[0, 2])

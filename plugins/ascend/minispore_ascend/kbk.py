@@ -15,6 +15,13 @@ the device between kernels:
   a counted CPU fallback that synchronizes, stages through the host and copies back) on the
   executor's stream. Nothing synchronizes between kernels: the launch is all the host does.
 * **The end** of a run synchronizes the stream once and copies the graph outputs to the host.
+* **Several streams** (`MS_DEV_RUNTIME_CONF="multi_stream:2"` or `graph.streams.set_multi_stream(2)`,
+  read at every run, as on the CPU): independent nodes run on n ACL streams with the core
+  scheduler's assignment, an event recorded on the producer's stream and `aclrtStreamWaitEvent` on
+  the consumer's exactly where a value crosses streams, and an arena plan whose lifetimes are
+  extended so that no bytes are reused before every reader on every stream is done
+  (kbk_streams.py explains why the issue order alone is not enough). `events_recorded` /
+  `events_waited` count them.
 
 Graphs with structural nodes (If/While/Call/HostCall) run on the CPU O0Executor instead, with a
 one-time warning: their control flow needs values on the host.
@@ -30,6 +37,7 @@ from minispore.common.errors import MinisporeRuntimeError
 from minispore.common.tensor import Tensor
 from minispore.graph import memory
 from minispore.graph.ir import OPAQUE, Value
+from minispore.graph.streams import streams_in_use
 
 ALIGN = 512
 _warned: set = set()
@@ -73,10 +81,14 @@ def plan_graph(graph):
 class KBKExecutor:
     """Runs one graph kernel by kernel on the Ascend backend. See the module docstring."""
 
-    def __init__(self, graph, backend):
+    def __init__(self, graph, backend, n_streams=None):
         self.graph = graph
         self.backend = backend
         self.fallback = None
+        self.n_streams = n_streams      # None: follow set_multi_stream / MS_DEV_RUNTIME_CONF at every run
+        self.events_recorded = 0        # multi-stream runs: events recorded / waited for, all runs together
+        self.events_waited = 0
+        self._multi: dict = {}          # stream count (> 1) -> kbk_streams.StreamLaunch
         if any(not n.is_primitive for n in graph.nodes):
             from minispore.graph.executor import O0Executor
             if graph.name not in _warned:
@@ -96,7 +108,7 @@ class KBKExecutor:
     # -- build ---------------------------------------------------------------------------------------------
     def _build(self):
         g, b = self.graph, self.backend
-        where: dict[int, object] = {}                  # value id -> DeviceTensor or ("input", k)
+        self._input_at: dict[int, DeviceTensor] = {}   # value id -> its place in the input arena
         inputs = list(g.params) + [v for v, _ in g.captures]
         in_offsets, off = [], 0
         for v in inputs:
@@ -107,12 +119,20 @@ class KBKExecutor:
         self._in_offsets = in_offsets
         self.input_arena = _ArenaBuffer(b.runtime.malloc(self.input_bytes), self.input_bytes)
         for k, v in enumerate(inputs):
-            where[v.id] = DeviceTensor(self.input_arena, v.aval.shape, v.aval.dtype, in_offsets[k])
+            self._input_at[v.id] = DeviceTensor(self.input_arena, v.aval.shape, v.aval.dtype, in_offsets[k])
+        self._constant_at: dict[int, DeviceTensor] = {}  # id(constant) -> its device copy (shared by all plans)
+        self._steps, self._outputs = self._bind(self.arena, self.plan)
+
+    def _bind(self, arena, plan):
+        """The steps (kernel, inputs, outputs, attrs, node) with every node output at its planned
+        offset in `arena`, and the graph outputs' device tensors."""
+        g, b = self.graph, self.backend
+        where: dict[int, object] = dict(self._input_at)
         steps = []
         for node in g.nodes:
             outs = []
             for o in node.outputs:
-                t = DeviceTensor(self.arena, o.aval.shape, o.aval.dtype, self.plan.offsets[o.id])
+                t = DeviceTensor(arena, o.aval.shape, o.aval.dtype, plan.offsets[o.id])
                 where[o.id] = t
                 outs.append(t)
             ins = []
@@ -120,15 +140,16 @@ class KBKExecutor:
                 if isinstance(x, Value):
                     ins.append(where[x.id])
                 elif isinstance(x, (np.ndarray, Tensor)):
-                    arr = x.asnumpy() if isinstance(x, Tensor) else x
-                    t = b.to_device(arr)
-                    self._constants.append(t)
+                    t = self._constant_at.get(id(x))
+                    if t is None:
+                        arr = x.asnumpy() if isinstance(x, Tensor) else x
+                        t = self._constant_at[id(x)] = b.to_device(arr)
+                        self._constants.append(t)
                     ins.append(t)
                 else:
                     ins.append(x)
             steps.append((b.device_kernel_for(node.op), ins, outs, dict(node.attrs), node))
-        self._steps = steps
-        self._outputs = [where[o.id] if isinstance(o, Value) else o for o in g.outputs]
+        return steps, [where[o.id] if isinstance(o, Value) else o for o in g.outputs]
 
     # -- run ------------------------------------------------------------------------------------------------
     def run(self, *arrays):
@@ -142,14 +163,29 @@ class KBKExecutor:
             a = np.asarray(a, dtype=v.aval.dtype.np)
             if a.nbytes:
                 b.copy_h2d(self.input_arena, a, offset=off)
-        stream = self.stream
-        for kernel, ins, outs, attrs, node in self._steps:
-            try:
-                kernel(ins, outs, attrs, stream)
-            except Exception as e:
-                raise MinisporeRuntimeError(f"Ascend KBK: node '{node.op.name}' ({node.where()}) failed: {e}") from e
-        b.synchronize_stream(stream)
-        return [b.to_host(t) if isinstance(t, DeviceTensor) else t for t in self._outputs]
+        n = self.n_streams or streams_in_use()
+        if n > 1:
+            launch = self._multi.get(n)
+            if launch is None:
+                from .kbk_streams import StreamLaunch
+                launch = self._multi[n] = StreamLaunch(self, n)
+            launch.launch(self)
+            outputs = launch.outputs
+        else:
+            stream = self.stream
+            for step in self._steps:
+                self._launch(step, stream)
+            b.synchronize_stream(stream)
+            outputs = self._outputs
+        return [b.to_host(t) if isinstance(t, DeviceTensor) else t for t in outputs]
+
+    @staticmethod
+    def _launch(step, stream):
+        kernel, ins, outs, attrs, node = step
+        try:
+            kernel(ins, outs, attrs, stream)
+        except Exception as e:
+            raise MinisporeRuntimeError(f"Ascend KBK: node '{node.op.name}' ({node.where()}) failed: {e}") from e
 
     @property
     def launches_per_run(self) -> int:
@@ -160,6 +196,9 @@ class KBKExecutor:
         if self.fallback is not None or self.arena is None:
             return
         b = self.backend
+        for launch in self._multi.values():
+            launch.close(b)
+        self._multi = {}
         b.synchronize_stream(self.stream)
         b.destroy_stream(self.stream)
         b.runtime.free(self.arena.ptr)
