@@ -187,9 +187,11 @@ class StateGuard:
         attribute shadowing a class attribute is already guarded through `getattr`)."""
         for label, obj, before in self._walked:
             d = obj.__dict__
-            resolved = {k for c in self.checks if type(c) is _ResolvedCheck and c.obj is obj for k in c.keys}
-            created = [k for k, v in d.items() if k not in before and k not in resolved
+            created = [k for k, v in d.items() if k not in before
                        and not k.startswith("_jit") and (type(v) in _SCALARS or isinstance(v, DType))]
+            if created:              # rare: only then look for the ones already guarded via getattr
+                resolved = {k for c in self.checks if type(c) is _ResolvedCheck and c.obj is obj for k in c.keys}
+                created = [k for k in created if k not in resolved]
             if created:
                 self.checks.append(_ResolvedCheck(label, obj, created, [_MISSING] * len(created)))
         self._walked = []            # not needed any more: do not keep the key sets alive

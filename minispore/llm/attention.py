@@ -22,7 +22,8 @@ Implementations:
 
 * `naive_attention`: materializes the (B, H, T, S) score matrix; two batched matmuls and a softmax.
 * `flash_attention`: `ops.flash_attention_score` (tiled, online softmax, O(T) extra memory; its
-  backward recomputes the probabilities), available once the fused-op family is present.
+  backward recomputes the probabilities), available once the fused-op family is present; a
+  one-token decode step, which has no T x S matrix, takes the two-matmul path.
 
 `get_attention(name)` returns one by name; `Llama(cfg, attention="naive")` picks one per model.
 """
@@ -88,27 +89,28 @@ def flash_attention_available() -> bool:
 
 
 def flash_attention(q, k, v, causal=True, discard=None, dropout=None):
-    """MindSpore's fused attention ops in the BNSD layout: the same numbers as `naive_attention`
-    without an N x N matrix (the scale is already folded into q, hence a scale of 1).
+    """`ops.flash_attention_score` in the BNSD layout: the same numbers as `naive_attention`
+    without an N x N matrix (the scale is already folded into q, hence a scale of 1). Tiled with
+    an online softmax; its backward recomputes the probabilities from the saved log-sum-exp.
 
-    * one query per row outside autodiff (decoding from a KV cache): `ops.incre_flash_attention`
-      (Flash-Decoding: split the keys, combine the partial softmaxes by their log-sum-exp);
-    * otherwise (training, prefill): `ops.flash_attention_score`, tiled with an online softmax;
-      its backward recomputes the probabilities from the saved log-sum-exp.
+    A decode step (one query per row, outside autodiff) has no N x N matrix to avoid: its scores
+    are one (B, H, 1, S) row, so it takes the two-matmul path, which is exact, O(S) in memory and
+    the fastest in NumPy. (`ops.incre_flash_attention`, MindSpore's decode kernel, splits the keys
+    so that an accelerator can work on the chunks in parallel — Flash-Decoding; NumPy cannot, so
+    here it would only add the combine step. Paged caches use `ops.paged_attention`.)
     """
     from .. import ops
     from ..common import grad_state
     b, h, t, _ = q.shape
     s = k.shape[2]
+    if t == 1 and grad_state.depth == 0:
+        return naive_attention(q, k, v, causal, discard)
     mask = None
     if discard is not None:
         mask = np.asarray(discard, dtype=bool)
         if causal and t > 1:
             mask = mask | causal_discard(t, s)
         mask = Tensor(np.ascontiguousarray(np.broadcast_to(mask, (b, 1, t, s))).astype(np.uint8))
-    if t == 1 and grad_state.depth == 0:
-        return ops.incre_flash_attention(q, k, v, attn_mask=mask, num_heads=h, input_layout="BNSD",
-                                         scale_value=1.0, num_key_value_heads=k.shape[1])
     keep_prob = 1.0
     if dropout is not None and dropout.training and dropout.p > 0:
         keep_prob = 1.0 - dropout.p
