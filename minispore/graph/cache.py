@@ -96,17 +96,42 @@ class _ResolvedCheck:
         return None
 
 
+_CLASS_SCALARS: dict = {}      # class -> (signature, ((name, owner class), ...))
+
+
+def _class_scalar_names(cls):
+    """(name, owner) of the scalar class attributes instances of `cls` read, for user classes only
+    (minispore's own class attributes are constants of the library). Cached per class: every
+    cell of a 32-layer model would otherwise walk the same MRO again. The cache entry is rebuilt
+    when any class in the MRO gains or loses an attribute."""
+    mro = cls.__mro__
+    sig = tuple(len(vars(c)) for c in mro)
+    hit = _CLASS_SCALARS.get(cls)
+    if hit is not None and hit[0] == sig:
+        return hit[1]
+    names, seen = [], set()
+    for c in mro:
+        if c is object or getattr(c, "__module__", "").partition(".")[0] in ("minispore", "builtins"):
+            continue
+        for k, v in vars(c).items():
+            if k.startswith("__") or k.startswith("_jit") or k in seen:
+                continue
+            seen.add(k)
+            if type(v) in _SCALARS or isinstance(v, DType):
+                names.append((k, c))
+    _CLASS_SCALARS[cls] = (sig, tuple(names))
+    return _CLASS_SCALARS[cls][1]
+
+
 def _class_scalars(obj, instance_dict):
     """Scalar attributes `obj` reads from its class (first class of the MRO that defines each),
     for user classes only: minispore's own class attributes are constants of the library."""
     keys, vals = [], []
-    for cls in type(obj).__mro__:
-        if cls is object or getattr(cls, "__module__", "").partition(".")[0] in ("minispore", "builtins"):
+    for k, owner in _class_scalar_names(type(obj)):
+        if k in instance_dict:
             continue
-        for k, v in vars(cls).items():
-            if (k.startswith("__") or k.startswith("_jit") or k in instance_dict or k in keys
-                    or not (type(v) in _SCALARS or isinstance(v, DType))):
-                continue
+        v = vars(owner).get(k, _MISSING)
+        if type(v) in _SCALARS or isinstance(v, DType):
             keys.append(k)
             vals.append(v)
     return keys, vals
