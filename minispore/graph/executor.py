@@ -70,6 +70,18 @@ def _runtime_error(node, graph, err):
                "values that fail at run time", where=where)
 
 
+def locate_error(node, graph, e):
+    """The exception to raise when `node` of `graph` failed with `e`: `e` itself when it already
+    says where (an inner graph located it, or it is the user's own exception from a host call,
+    which propagates unchanged), else a minispore error naming the op, the source line and the
+    graph. Every executor (O0, arena, streams, O2) reports failures through this one function."""
+    if getattr(e, "_graph_located", False):
+        return e
+    err = _runtime_error(node, graph, e)
+    err._graph_located = True
+    return err
+
+
 def _conform(arr, aval, node, check):
     if type(arr) is not np.ndarray:
         arr = np.asarray(arr)
@@ -259,17 +271,10 @@ class O0Executor:
                             env[s] = _conform(a, o.aval, step.node, check)
                 else:
                     self._run_structural(step, env)
-            except MinisporeError as e:
-                if getattr(e, "_graph_located", False):
-                    raise
-                err = _runtime_error(step.node, self.graph, e)
-                err._graph_located = True
-                raise err from e
             except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
-                if getattr(e, "_graph_located", False):
-                    raise                  # the user's own exception from a host call (see _host_call)
-                err = _runtime_error(step.node, self.graph, e)
-                err._graph_located = True
+                err = locate_error(step.node, self.graph, e)
+                if err is e:
+                    raise
                 raise err from e
             for s in step.frees:
                 env[s] = None

@@ -53,9 +53,9 @@ import sys
 
 import numpy as np
 
-from ..common.errors import MinisporeError, MinisporeRuntimeError
+from ..common.errors import MinisporeRuntimeError
 from ..common.tensor import Tensor, _wrap
-from .executor import _conform, _fill_template, _runtime_error
+from .executor import _conform, _fill_template, locate_error
 from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
 from .passes.fusion import FusedPrimitive, fuse
 from .printer import dump_enabled, format_graph
@@ -371,7 +371,7 @@ class O2Executor:
 
     def _locate(self, e):
         """The error of a failing kernel, named by op, user source line and graph (as O0 says it)."""
-        if isinstance(e, MinisporeError) and getattr(e, "_graph_located", False):
+        if getattr(e, "_graph_located", False):
             return e
         tb, line = e.__traceback__, None
         while tb is not None:
@@ -381,9 +381,7 @@ class O2Executor:
         idx = self._line_node.get(line)
         if idx is None:
             return e
-        err = _runtime_error(self.graph.nodes[idx], self.graph, e)
-        err._graph_located = True
-        return err
+        return locate_error(self.graph.nodes[idx], self.graph, e)
 
     def __repr__(self):
         return f"<O2Executor {self.graph.name}: {len(self.graph.nodes)} nodes, {len(self.source.splitlines())} lines>"

@@ -59,8 +59,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..common.errors import MinisporeError, MinisporeRuntimeError, OpValueError
-from .executor import _PRIM, O0Executor, _check_kernels, _conform, _runtime_error
+from ..common.errors import MinisporeRuntimeError, OpValueError
+from .executor import _PRIM, O0Executor, _check_kernels, _conform, locate_error
 from .ir import Value
 
 # -- configuration ------------------------------------------------------------------------------------
@@ -491,15 +491,10 @@ class MultiStreamMixin:
                             env[s] = _conform(a, o.aval, step.node, check)
                 else:
                     self._run_structural(step, env)
-            except MinisporeError as e:
-                if getattr(e, "_graph_located", False):
+            except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
+                err = locate_error(step.node, self.graph, e)
+                if err is e:
                     raise
-                err = _runtime_error(step.node, self.graph, e)
-                err._graph_located = True
-                raise err from e
-            except Exception as e:      # noqa: BLE001 - a kernel failed: report it with its line
-                err = _runtime_error(step.node, self.graph, e)
-                err._graph_located = True
                 raise err from e
             if sink is not None:
                 sink.record(step.node.op.name, "graph", stream, t0, clock(), {"graph": graph_name, "node": i})

@@ -28,7 +28,7 @@ import weakref
 
 import numpy as np
 
-from ...common.errors import MinisporeError, MinisporeRuntimeError
+from ...common.errors import MinisporeRuntimeError
 from ..ir import CALL, OPAQUE, Value
 from .arena import Arena
 from .planner import plan as make_plan
@@ -106,7 +106,7 @@ class ArenaState:
 
     # -- running ----------------------------------------------------------------------------------------
     def run(self, arrays):
-        from ..executor import _PRIM, _conform, _check_kernels, _runtime_error
+        from ..executor import _PRIM, _conform, _check_kernels, locate_error
         ex = self.ex
         if len(arrays) != ex._n_params:
             raise MinisporeRuntimeError(f"graph '{ex.graph.name}' takes {ex._n_params} inputs, got {len(arrays)}")
@@ -162,15 +162,10 @@ class ArenaState:
                         env[s] = _conform(r, o.aval, step.node, check)
                     else:
                         env[s] = r if o.aval is OPAQUE else _conform(r, o.aval, step.node, check)
-            except MinisporeError as e:
-                if getattr(e, "_graph_located", False):
-                    raise
-                err = _runtime_error(step.node, ex.graph, e)
-                err._graph_located = True
-                raise err from e
             except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
-                err = _runtime_error(step.node, ex.graph, e)
-                err._graph_located = True
+                err = locate_error(step.node, ex.graph, e)
+                if err is e:
+                    raise
                 raise err from e
             for s in step.frees:
                 env[s] = None
