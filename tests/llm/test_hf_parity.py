@@ -162,7 +162,7 @@ def test_unsupported_configs_name_the_field(tmp_path, edit, message):
 def test_not_a_model_folder(tmp_path):
     with pytest.raises(CheckpointError, match="config.json' does not exist"):
         LlamaForCausalLM.from_pretrained(tmp_path)
-    (tmp_path / "config.json").write_text((open(os.path.join(FIXTURE, "config.json")).read()))
+    shutil.copy(os.path.join(FIXTURE, "config.json"), tmp_path)
     with pytest.raises(CheckpointError, match="not a HuggingFace model folder"):
         LlamaForCausalLM.from_pretrained(tmp_path)
     (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json")

@@ -323,3 +323,21 @@ def test_logits_and_all_gradients_match_pytorch_float64(tie, kv):
         ref = tparams[p.name].grad.numpy()
         assert np.abs(ref).max() > 0, p.name
         np.testing.assert_allclose(g.asnumpy(), ref, rtol=1e-8, atol=1e-12, err_msg=p.name)
+
+
+# ------------------------------------------------------------------------------------------------
+# the attention core is one swappable function
+def test_attention_cores_agree_and_can_be_switched():
+    from minispore.llm.attention import flash_attention_available
+    cfg = tiny()
+    m = make_model(cfg, dtype=ms.float64)
+    x = ms.Tensor(tokens(cfg))
+    m.set_attention("naive")
+    naive = m(x).asnumpy()
+    assert all(layer.attention.attention_fn.__name__ == "naive_attention" for layer in m.layers)
+    if flash_attention_available():
+        m.set_attention("flash")
+        np.testing.assert_allclose(m(x).asnumpy(), naive, rtol=0, atol=1e-12)
+        assert m.attention_impl == "flash"
+    with pytest.raises(OpValueError, match="attention among"):
+        Llama(cfg, attention="sparse")
