@@ -31,7 +31,7 @@ LAZY_COMMANDS = {
               "train a LLaMA-style model on Tiny Shakespeare (checkpoints, metrics.json, loss.png)"),
     "generate": ("minispore.llm.cli_commands", "add_generate_args", "run_generate",
                  "generate text from a trained checkpoint"),
-    "dryrun": ("minispore.graph.dryrun.cli", "add_dryrun_args", "run_dryrun",
+    "dryrun": ("minispore.llm.dryrun_command", "add_dryrun_args", "run_dryrun",
                "predict memory, FLOPs and step time of a LLaMA preset without running it (DryRun)"),
 }
 

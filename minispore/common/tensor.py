@@ -195,10 +195,6 @@ class Tensor:
     def copy(self) -> "Tensor":
         return _wrap(self._data.copy())
 
-    def astype(self, dtype) -> "Tensor":
-        from ..ops import functional as F     # late import: ops sit above common
-        return F.cast(self, dtype)
-
     def set_dtype(self, dtype):
         self._data = self._data.astype(mstype.as_dtype(dtype).np)
         return self

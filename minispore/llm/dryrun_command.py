@@ -7,8 +7,9 @@
 The model is built under `abstract_parameters()` (no weight memory), captured (forward, or
 forward + backward + AdamW with `--train`), planned and costed; the report goes to stdout.
 
-This module is command-line glue (the top layer, like minispore/cli.py): it is imported only when
-the `dryrun` command runs, and it is the only part of DryRun that knows about the LLaMA models.
+This module is command-line glue: it lives with the LLaMA models (a layer above the graph
+compiler) so that minispore.graph.dryrun itself never imports a model; it is imported only when
+the `dryrun` command runs.
 """
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ import time
 
 
 def add_dryrun_args(parser):
-    from ...llm.config import PRESETS
-    from .devices import available_devices
+    from ..graph.dryrun.devices import available_devices
+    from .config import PRESETS
     parser.add_argument("--model", default="llama-7b", choices=sorted(PRESETS),
                         help="LLaMA preset to analyse (default: llama-7b)")
     parser.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
@@ -39,12 +40,12 @@ def add_dryrun_args(parser):
 def run_dryrun(args) -> int:
     import os
 
-    from ...common import dtype as mstype
-    from ...common.errors import OpValueError
-    from ...llm.config import get_preset
-    from ...llm.model import Llama
-    from . import abstract_parameters, dryrun
-    from .devices import get_device, load_profile
+    from ..common import dtype as mstype
+    from ..common.errors import OpValueError
+    from ..graph.dryrun import abstract_parameters, dryrun
+    from ..graph.dryrun.devices import get_device, load_profile
+    from .config import get_preset
+    from .model import Llama
 
     t0 = time.perf_counter()
     if args.batch <= 0:
