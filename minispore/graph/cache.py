@@ -148,6 +148,29 @@ def _is_stateful(v):
     return hasattr(v, "__dict__") and not isinstance(v, (Tensor, np.ndarray, _FUNCTIONS, _SKIP_IDENTITY))
 
 
+_OBJECT_LAYOUTS: dict = {}     # (class, attribute names, their value types) -> what _walk reads
+
+
+def _object_layout(obj, d):
+    """(scalar attribute names, a getter of their values, ((dict attribute, is private), ...)) for
+    objects of this class with these attribute names and value types. What StateGuard reads
+    depends only on those, and a model's cells share a few layouts (every layer's attention is
+    alike): classifying each attribute once per layout instead of once per cell."""
+    lkey = (type(obj), tuple(d), tuple(map(type, d.values())))
+    lay = _OBJECT_LAYOUTS.get(lkey)
+    if lay is None:
+        skeys, dkeys = [], []
+        for k, v in d.items():
+            if k.startswith("_jit"):
+                continue
+            if type(v) in _SCALARS or isinstance(v, DType):
+                skeys.append(k)
+            elif isinstance(v, dict):
+                dkeys.append((k, k.startswith("_")))
+        lay = _OBJECT_LAYOUTS[lkey] = (tuple(skeys), _getter(tuple(skeys)), tuple(dkeys))
+    return lay
+
+
 class StateGuard:
     """Guards the Python state a trace may have read from objects: for each root object (a Cell
     passed as `self`, an object among the arguments, objects the function's closure/globals hold)
@@ -175,21 +198,18 @@ class StateGuard:
         ckeys, cvals = _class_scalars(obj, d)
         if ckeys:
             self.checks.append(_ResolvedCheck(label, obj, ckeys, cvals))
-        skeys, svals = [], []
-        for k, v in d.items():
-            if k.startswith("_jit"):
-                continue
-            if type(v) in _SCALARS or isinstance(v, DType):
-                skeys.append(k)
-                svals.append(v)
-            elif isinstance(v, dict) and len(v) <= _MAX_DICT:
+        lay = _object_layout(obj, d)
+        for k, private in lay[2]:
+            v = d[k]
+            if len(v) <= _MAX_DICT:
                 # registry dicts (`_cells`, `_params`) read as attributes: `self.layers.0`
-                sub = label if k.startswith("_") else f"{label}.{k}"
-                self._walk_dict(sub, v, seen)
-        if skeys:
-            self.checks.append(_Check(label, d, skeys, svals, (), ()))
+                self._walk_dict(label if private else f"{label}.{k}", v, seen)
+        if lay[0]:
+            self.checks.append(_Check(label, d, lay[0], lay[1](d), (), ()))
 
     def _walk_dict(self, label, d, seen):
+        if not d:
+            return                   # (most of a cell's registries: no hooks, no buffers...)
         skeys, svals, ikeys, ids, subs = [], [], [], [], []
         for k, v in d.items():
             if type(v) in _SCALARS:

@@ -729,7 +729,7 @@ def decode_result(payload, consts, fn, args, kwargs):
         nodes = []
         append, extend = nodes.append, env.extend
         for op, ins, attrs, outs, multi, src in gj["nodes"]:
-            inputs = [env[x] if type(x) is int else decode(x["c"], sub) for x in ins]
+            inputs = tuple([env[x] if type(x) is int else decode(x["c"], sub) for x in ins])
             if op[0] == "#":
                 prim = _STRUCTURAL[op[1:]]
                 dattrs = {}
@@ -744,9 +744,9 @@ def decode_result(payload, consts, fn, args, kwargs):
                     if attrs else {}
             node = Node(prim, inputs, dattrs, (), multi == 1, sources[src] if src >= 0 else None)
             if len(outs) == 1:
-                node.outputs = outv = (Value(avals[outs[0]], "node", producer=(node, 0)),)
+                node.outputs = outv = (Value(avals[outs[0]], "node", (node, 0)),)
             else:
-                node.outputs = outv = tuple([Value(avals[a], "node", producer=(node, j)) for j, a in enumerate(outs)])
+                node.outputs = outv = tuple([Value(avals[a], "node", (node, j)) for j, a in enumerate(outs)])
             extend(outv)
             append(node)
         outputs = [env[x] if type(x) is int else decode(x["c"], sub) for x in gj["outputs"]]

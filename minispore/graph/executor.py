@@ -37,6 +37,7 @@ from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Slot, Value
 
 _PRIM, _IF, _WHILE, _CALL, _HOST = range(5)
 _KIND = {IF: _IF, WHILE: _WHILE, CALL: _CALL, HOST_CALL: _HOST}
+_UNSET = object()
 
 
 def _check_kernels():
@@ -195,23 +196,35 @@ class O0Executor:
                 template.append(None)
             steps_outs.append(tuple(outs))
         keep = {o.id for o in g.outputs if isinstance(o, Value)}
+        param_frees: dict[int, list[int]] = {}
+        for p in g.params:
+            if p.id not in keep and p.id in last_use:
+                param_frees.setdefault(last_use[p.id], []).append(slot_of[p.id])
+
+        # one pass builds the steps: the slots freed after step i come from outputs of steps <= i,
+        # so they are all known once step i's own outputs are placed (parameters' frees come last)
         frees_at: list[list[int]] = [[] for _ in g.nodes]
+        npdt_of: dict = {}               # id(aval) -> its NumPy dtype (graphs share few avals)
+        steps = []
         for i, node in enumerate(g.nodes):
+            npdt = []
             for o in node.outputs:
                 if o.id not in keep:
                     frees_at[last_use.get(o.id, i)].append(slot_of[o.id])
-        for p in g.params:
-            if p.id not in keep and p.id in last_use:
-                frees_at[last_use[p.id]].append(slot_of[p.id])
-
-        steps = []
-        for i, node in enumerate(g.nodes):
-            kind = _PRIM if node.is_primitive else _KIND[node.op]
-            npdt = tuple([o.aval.dtype.np if o.aval is not OPAQUE else None for o in node.outputs])
-            if kind == _PRIM:
-                fn = node.op.kernel            # the current backend's kernel
-                sub = None
-            elif kind == _IF:
+                a = o.aval
+                dt = npdt_of.get(id(a), _UNSET)
+                if dt is _UNSET:
+                    dt = npdt_of[id(a)] = a.dtype.np if a is not OPAQUE else None
+                npdt.append(dt)
+            frees = frees_at[i]
+            if i in param_frees:
+                frees = frees + param_frees[i]
+            if node.is_primitive:
+                steps.append(_Step(_PRIM, node.op.kernel, steps_ins[i], node.attrs, steps_outs[i], tuple(frees),
+                                   tuple(npdt), node, None))   # (the current backend's kernel)
+                continue
+            kind = _KIND[node.op]
+            if kind == _IF:
                 fn = None
                 sub = (O0Executor(node.attrs["then_graph"]), O0Executor(node.attrs["else_graph"]))
             elif kind == _WHILE:
@@ -223,8 +236,7 @@ class O0Executor:
             else:
                 fn = node.attrs["fn"]
                 sub = node.attrs.get("template")
-            attrs = node.attrs if kind == _PRIM else {}
-            steps.append(_Step(kind, fn, steps_ins[i], attrs, steps_outs[i], tuple(frees_at[i]), npdt, node, sub))
+            steps.append(_Step(kind, fn, steps_ins[i], {}, steps_outs[i], tuple(frees), tuple(npdt), node, sub))
         self._steps = steps
         self._template = template
         self._out_slots = [slot_of[o.id] if isinstance(o, Value) else None for o in g.outputs]
