@@ -442,13 +442,19 @@ def _softmax_bprop(inputs, out, dout, axis=-1):
     return (_softmax_grad(out, dout, axis=axis),)
 
 
-def _softmax_grad_infer(y, dout, axis=-1):
-    C.floating("softmax_grad", "y", y)
-    C.floating("softmax_grad", "dout", dout)
-    C.axis("softmax_grad", axis, len(y.shape))
-    if tuple(dout.shape) != tuple(y.shape):
-        raise C.OpValueError("softmax_grad", f"'dout' of y's shape {tuple(y.shape)}", f"shape {tuple(dout.shape)}")
-    return AbstractTensor(y.shape, mstype.promote(y.dtype, dout.dtype))
+def _output_grad_infer(name):
+    """Inference of a fused backward that takes (forward output y, its cotangent dout, axis)."""
+    def infer(y, dout, axis=-1):
+        C.floating(name, "y", y)
+        C.floating(name, "dout", dout)
+        C.axis(name, axis, len(y.shape))
+        if tuple(dout.shape) != tuple(y.shape):
+            raise C.OpValueError(name, f"'dout' of y's shape {tuple(y.shape)}", f"shape {tuple(dout.shape)}")
+        return AbstractTensor(y.shape, mstype.promote(y.dtype, dout.dtype))
+    return infer
+
+
+_softmax_grad_infer = _output_grad_infer("softmax_grad")
 
 
 def _softmax_grad_kernel(y, dout, axis=-1):
@@ -493,13 +499,7 @@ def _log_softmax_bprop(inputs, out, dout, axis=-1):
     return (_log_softmax_grad(out, dout, axis=axis),)
 
 
-def _log_softmax_grad_infer(y, dout, axis=-1):
-    C.floating("log_softmax_grad", "y", y)
-    C.floating("log_softmax_grad", "dout", dout)
-    C.axis("log_softmax_grad", axis, len(y.shape))
-    if tuple(dout.shape) != tuple(y.shape):
-        raise C.OpValueError("log_softmax_grad", f"'dout' of y's shape {tuple(y.shape)}", f"shape {tuple(dout.shape)}")
-    return AbstractTensor(y.shape, mstype.promote(y.dtype, dout.dtype))
+_log_softmax_grad_infer = _output_grad_infer("log_softmax_grad")
 
 
 def _log_softmax_grad_kernel(y, dout, axis=-1):
