@@ -31,10 +31,7 @@ import warnings
 import numpy as np
 
 import minispore as ms
-from minispore import nn
 from minispore.graph.capture import registered_capture_modes
-from minispore.llm.config import get_preset
-from minispore.llm.model import Llama
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -44,17 +41,8 @@ BATCH = bts.BATCH
 
 
 def make_step(seed=0):
-    ms.set_seed(seed)
-    cfg = get_preset("shakespeare-char").model
-    model = Llama(cfg)
-    opt = nn.AdamWeightDecay(model.trainable_params(), learning_rate=1e-3, beta1=0.9, beta2=0.99,
-                             eps=1e-8, weight_decay=0.1)
-    grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
-
-    def step(x, y):
-        loss, grads = grad_fn(x, y)
-        opt(grads)
-        return loss
+    """(config, model, step) with a Tensor-returning step, so it can be jitted."""
+    cfg, model, _, step = bts.make_minispore(seed, loss_as_float=False)
     return cfg, model, step
 
 

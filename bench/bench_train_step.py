@@ -48,7 +48,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # ---------------------------------------------------------------------------------------------
 # minispore
-def make_minispore(seed=0):
+def make_minispore(seed=0, loss_as_float=True):
+    """(config, model, optimizer, step): one forward + backward + AdamWeightDecay step of the
+    shakespeare-char LLaMA. `loss_as_float=False` keeps the loss a Tensor (needed under jit)."""
     ms.set_seed(seed)
     cfg = get_preset("shakespeare-char").model
     model = Llama(cfg)
@@ -59,7 +61,7 @@ def make_minispore(seed=0):
     def step(x, y):
         loss, grads = grad_fn(x, y)
         opt(grads)
-        return float(loss.asnumpy())
+        return float(loss.asnumpy()) if loss_as_float else loss
     return cfg, model, opt, step
 
 

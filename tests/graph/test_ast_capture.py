@@ -12,6 +12,7 @@ from minispore.graph.capture import CaptureRequest
 from minispore.graph.capture.ast_mode import AstCaptureError, capture_ast
 from minispore.graph.passes import inline_control_flow
 from minispore.ops.primitive import AbstractTensor
+from minispore.testing.workloads import tiny_llama_train_step
 
 
 def t(a, dtype=np.float32):
@@ -589,28 +590,12 @@ def test_gradient_through_a_tensor_while_is_a_clear_error_but_forward_works():
     assert f"test_ast_capture.py:{line_of(f, 'while x.sum()')}" in str(info.value)
 
 
-def tiny_llama(seed=0):
-    from minispore.llm import Llama, LlamaConfig
-    ms.set_seed(seed)
-    cfg = LlamaConfig(vocab_size=17, dim=16, n_layers=2, n_heads=2, n_kv_heads=1, max_seq_len=8, ffn_dim=32)
-    model = Llama(cfg)
-    opt = nn.AdamWeightDecay(model.trainable_params(), learning_rate=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
-                             weight_decay=0.1)
-    grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
-
-    def step(x, y):
-        loss, grads = grad_fn(x, y)
-        opt(grads)
-        return loss
-    return model, step
-
-
 def test_tiny_llama_training_step_under_ast_equals_pynative():
     pytest.importorskip("minispore.llm")
     rng = np.random.default_rng(0)
     batches = [(ms.Tensor(rng.integers(0, 17, (3, 8))), ms.Tensor(rng.integers(0, 17, (3, 8)))) for _ in range(3)]
-    model_e, step_e = tiny_llama()
-    model_g, step_g = tiny_llama()
+    model_e, step_e = tiny_llama_train_step()
+    model_g, step_g = tiny_llama_train_step()
     jstep = ms.jit(step_g, capture_mode="ast")
     for x, y in batches:
         close(jstep(x, y), step_e(x, y))

@@ -14,6 +14,7 @@ import minispore as ms
 from minispore import nn, ops
 from minispore.graph import autodiff, verify
 from minispore.jit import cell_graph_function
+from minispore.testing.workloads import tiny_llama_train_step
 
 # GRAPH_MODE compiles cells with the default capture_mode ("ast"), which may fall back to trace
 pytestmark = pytest.mark.filterwarnings("ignore:jit. capture_mode='ast' is not available")
@@ -203,27 +204,11 @@ def test_graph_mode_train_one_step_cell_is_one_graph(graph_mode):
 
 
 # -- the tiny LLaMA training step ---------------------------------------------------------------------
-def tiny_llama(seed=0):
-    from minispore.llm import Llama, LlamaConfig
-    ms.set_seed(seed)
-    cfg = LlamaConfig(vocab_size=17, dim=16, n_layers=2, n_heads=2, n_kv_heads=1, max_seq_len=8, ffn_dim=32)
-    model = Llama(cfg)
-    opt = nn.AdamWeightDecay(model.trainable_params(), learning_rate=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
-                             weight_decay=0.1)
-    grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
-
-    def step(x, y):
-        loss, grads = grad_fn(x, y)
-        opt(grads)
-        return loss
-    return model, step
-
-
 def test_tiny_llama_training_step_in_graph_mode_equals_pynative():
     rng = np.random.default_rng(0)
     batches = [(ms.Tensor(rng.integers(0, 17, (3, 8))), ms.Tensor(rng.integers(0, 17, (3, 8)))) for _ in range(3)]
-    model_e, step_e = tiny_llama()
-    model_g, step_g = tiny_llama()
+    model_e, step_e = tiny_llama_train_step()
+    model_g, step_g = tiny_llama_train_step()
     jstep = ms.jit(step_g, capture_mode="trace")
     for x, y in batches:
         close(jstep(x, y), step_e(x, y))

@@ -26,17 +26,7 @@ from minispore.graph.printer import format_graph
 from minispore.graph.verify import verify
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kernel_cache(tmp_path_factory):
-    """One kernel cache for the whole test session (compiled modules are reused across tests)."""
-    path = str(tmp_path_factory.getbasetemp() / "minispore-cache")
-    old = os.environ.get("MINISPORE_CACHE_DIR")
-    os.environ["MINISPORE_CACHE_DIR"] = path
-    yield path
-    if old is None:
-        os.environ.pop("MINISPORE_CACHE_DIR", None)
-    else:
-        os.environ["MINISPORE_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")     # tests/graph/conftest.py
 
 
 needs_cc = pytest.mark.skipif(B.find_compiler() is None, reason="no C compiler")

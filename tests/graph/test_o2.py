@@ -7,7 +7,6 @@ Oracles: PyNative (eager NumPy kernels) and the O0 executor on the same captured
 kernels round like NumPy except transcendental functions (a few ulp), hence the 1e-6 relative
 tolerance where fusion is on.
 """
-import os
 
 import numpy as np
 import pytest
@@ -25,16 +24,7 @@ from minispore.graph.verify import verify
 from minispore.ops.primitive import get_primitive
 
 
-@pytest.fixture(scope="session", autouse=True)
-def kernel_cache(tmp_path_factory):
-    path = str(tmp_path_factory.getbasetemp() / "minispore-cache")
-    old = os.environ.get("MINISPORE_CACHE_DIR")
-    os.environ["MINISPORE_CACHE_DIR"] = path
-    yield path
-    if old is None:
-        os.environ.pop("MINISPORE_CACHE_DIR", None)
-    else:
-        os.environ["MINISPORE_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("kernel_cache")     # tests/graph/conftest.py
 
 
 needs_cc = pytest.mark.skipif(B.find_compiler() is None, reason="no C compiler")

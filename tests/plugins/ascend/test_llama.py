@@ -5,30 +5,14 @@ import numpy as np
 import pytest
 
 import minispore as ms
-from minispore import nn
-
-
-def tiny_llama(seed=0):
-    from minispore.llm import Llama, LlamaConfig
-    ms.set_seed(seed)
-    cfg = LlamaConfig(vocab_size=17, dim=16, n_layers=2, n_heads=2, n_kv_heads=1, max_seq_len=8, ffn_dim=32)
-    model = Llama(cfg)
-    opt = nn.AdamWeightDecay(model.trainable_params(), learning_rate=1e-2, beta1=0.9, beta2=0.99, eps=1e-8,
-                             weight_decay=0.1)
-    grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
-
-    def step(x, y):
-        loss, grads = grad_fn(x, y)
-        opt(grads)
-        return loss
-    return model, step
+from minispore.testing.workloads import tiny_llama_train_step
 
 
 def train(target, steps):
     ms.set_context(device_target=target)
     try:
         rng = np.random.default_rng(0)
-        model, step = tiny_llama()
+        model, step = tiny_llama_train_step()
         x, y = (ms.Tensor(rng.integers(0, 17, (3, 8))) for _ in range(2))     # one batch, memorised
         losses = [float(step(x, y).asnumpy()) for _ in range(steps)]
         return losses, [p.asnumpy().copy() for p in model.trainable_params()]
