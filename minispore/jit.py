@@ -60,6 +60,7 @@ from .graph.ir import OPAQUE, Value
 from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
 from .graph import compile_cache as _ccache                       # (memory helper) on-disk graph cache
+from .graph.layer_state import forget as _forget_layer_states
 from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) lazy_inline "front"
 
 CAPTURE_MODES = ("ast", "bytecode", "trace")
@@ -298,6 +299,7 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
         _ccache.count_capture()
         if ckey is not None:
             _ccache.store(jf, fn, args, kwargs, result, ckey)
+    _forget_layer_states()                  # (the guard's walk remembered them for the capture only)
     executor = None
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)

@@ -13,9 +13,12 @@ By default a captured graph is flat: every call of every cell is traced again an
 
 How it works here, during a capture (trace, or the ast/bytecode modes' trace sessions):
 
-1. A call of a lazy cell computes a *reuse key*: the cell's class, its structure (sub-cells'
-   classes, their plain attributes such as `training`, a dropout rate), the shapes/dtypes of its
-   parameters, and the call's guards (tensor argument shapes/dtypes, Python constants).
+1. A call of a lazy cell computes a *reuse key*: the cell tree's structure (layer_state.py: sub-cells'
+   classes and attribute layouts, plain attributes such as `training` or a dropout rate, tuples by
+   value, functions and shared objects by identity), the shapes/dtypes of its own tensors, and the
+   call's guards (tensor argument shapes/dtypes, Python constants). The structure is read once per
+   layer per compile: jit's state guard reads it before the capture (a lazy cell is guarded as one
+   unit) and `describe` remembers it while no Cell changes (the Cell state epoch).
 2. The first call with a key captures `construct` into a closed subgraph whose params are the
    call's tensor arguments followed by the cell's *own tensors* (its Parameters and Tensor
    attributes): while it is traced, each of those tensors temporarily holds a symbolic param, so
@@ -44,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import operator
 
 from ..common import grad_state
 from ..common.dtype import DType
@@ -53,11 +55,11 @@ from ..common.tensor import Tensor
 from ..ops.primitive import AbstractTensor
 from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
+from .layer_state import describe, forget
 
 logger = logging.getLogger("minispore.jit")
 
 _SCALARS = (bool, int, float, str, type(None))
-_SKIP_ATTRS = frozenset(("_hook_id", "_default_name_id", "_casting"))
 _POLICIES = (None, "front")
 
 
@@ -134,114 +136,13 @@ _UNSEEN = object()
 def _on_capture(active: bool):
     if not active:
         _templates.clear()      # templates hold tracers' graphs; they live for one top-level capture
+        forget()                # remembered layer states hold cells: they live for one compile
 
 
-# -- what identifies "the same layer" -------------------------------------------------------------------
-_layouts: dict = {}     # (class, attribute names, attribute types) -> _Layout
-
-
-class _Layout:
-    """How to read one cell layout's plain attributes and Tensor attributes quickly: built from
-    the first cell with these attribute names and value types, then applied with C-level getters
-    to every other cell of that layout (a model's layers all share a handful of layouts)."""
-
-    __slots__ = ("scalar_get", "scalar_keys", "dtype_keys", "tensor_keys", "has_bprop", "__weakref__")
-
-    def __init__(self, d, cls):
-        self.has_bprop = hasattr(cls, "bprop")
-        scalars, dtypes, tensors = [], [], []
-        for k, v in d.items():
-            tv = type(v)
-            if tv in _SCALARS:
-                if k not in _SKIP_ATTRS:
-                    scalars.append(k)
-            elif isinstance(v, Tensor):
-                tensors.append(k)
-            elif isinstance(v, DType):
-                dtypes.append(k)
-        self.scalar_keys = tuple(scalars)
-        self.scalar_get = operator.itemgetter(*scalars) if len(scalars) > 1 else (
-            (lambda dd, _k=scalars[0]: (dd[_k],)) if scalars else (lambda dd: ()))
-        self.dtype_keys = tuple(dtypes)
-        self.tensor_keys = tuple(tensors)
-
-
-_by_class: dict = {}    # class -> [(attribute names, attribute types, _Layout)]: the layouts seen per class
-
-
-def _layout_of(c, d):
-    """The _Layout of cell `c` (its __dict__ `d`). A class has one or two layouts: comparing the
-    names and types tuples with those few directly is cheaper than hashing them into a dict key
-    (this runs for every sub-cell of every layer)."""
-    tc = type(c)
-    keys, types = tuple(d), tuple(map(type, d.values()))
-    known = _by_class.get(tc)
-    if known is not None:
-        for k, t, lay in known:
-            if k == keys and t == types:
-                return lay
-    lkey = (tc, keys, types)
-    lay = _layouts.get(lkey)
-    if lay is None:
-        lay = _layouts[lkey] = _Layout(d, tc)
-    known = _by_class.setdefault(tc, [])
-    if len(known) < 8:                  # (a class with many layouts falls back to the dict)
-        known.append((keys, types, lay))
-    return lay
-
-
-def _describe(cell):
-    """(own tensors, structure) of a cell tree in ONE walk (this runs once per layer per capture).
-
-    own tensors: [(relative name, Tensor)]: the Parameters of each cell, then its other Tensor
-    attributes, depth first. structure: per cell, its class and its plain attributes (`training`,
-    a dropout rate, flags), or None when a cell has hooks or a custom bprop (those cannot be
-    shared). Two cells agree on the structure exactly when they would trace the same graph, as
-    far as their Python state can tell.
-
-    The walk is an explicit depth-first stack rather than recursion (same order): a layer has a
-    dozen or more cells and this is one of the few costs paid per layer, so it is kept lean."""
-    own, sig, seen = [], [], set()
-    append = sig.append
-    stack = [(cell, "")]
-    pop, push = stack.pop, stack.append
-    while stack:
-        c, prefix = pop()
-        if type(c) is str:                     # a sub-cell's attribute name, in walk order
-            append(c)
-            continue
-        d = c.__dict__
-        if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
-            return own, None
-        lay = _layout_of(c, d)
-        if lay.has_bprop:
-            return own, None
-        append(lay)           # the layout object stands for lkey: one per lkey, hashed by identity
-        append(lay.scalar_get(d))
-        for k in lay.dtype_keys:
-            append(d[k].name)
-        for k in lay.tensor_keys:
-            v = d[k]
-            if id(v) not in seen:
-                seen.add(id(v))
-                own.append((prefix + k, v))
-        for k, p in d["_params"].items():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                own.append((prefix + k, p))
-        cells = d["_cells"]
-        if cells:
-            # pushed in reverse so they pop in order; each name is recorded before its subtree
-            for k, sub in reversed(cells.items()):
-                if sub is not None:
-                    push((sub, f"{prefix}{k}."))
-                push((k, None))
-    return own, tuple(sig)
-
-
+# -- what identifies "the same layer": layer_state.describe (also read by jit's state guard) --------------
 def own_tensors(cell):
     """[(relative name, Tensor)] the cell owns: its Parameters and its cells' Tensor attributes."""
-    return _describe(cell)[0]
+    return describe(cell).own
 
 
 class _NotConstant(Exception):
@@ -333,8 +234,9 @@ def call_cell(session, cell, args, kwargs):
     if not isinstance(session, TraceSession):
         return NotImplemented
     leaves, template = pytree.flatten_call(args, kwargs)
-    own, structure = _describe(cell)
-    key = _reuse_key(cell, template, leaves, structure, own)
+    state = describe(cell)       # (usually remembered from the state guard's walk before the capture)
+    own = state.own
+    key = _reuse_key(cell, template, leaves, state.structure, own)
     if key is None:
         return NotImplemented
     tmpl = _templates.get(key, _UNSEEN)        # one lookup: hashing the key is a per-layer cost

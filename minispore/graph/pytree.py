@@ -20,10 +20,12 @@ def is_tensor(x) -> bool:
 def flatten(obj, is_leaf=is_tensor):
     """`(leaves, template)` for a nested structure of tuples/lists/dicts."""
     leaves: list = []
+    append = leaves.append
+    tensors_only = is_leaf is is_tensor     # the common case, tested inline: this runs per output
 
     def walk(x):
-        if is_leaf(x):
-            leaves.append(x)
+        if isinstance(x, Tensor) if tensors_only else is_leaf(x):
+            append(x)
             return Slot(len(leaves) - 1)
         t = type(x)
         if t is tuple or t is list:

@@ -125,6 +125,38 @@ def _check_structural(graph, node):
             verify(sub)
 
 
+_callee_avals: dict = {}    # id(callee) -> (callee, param avals, output avals), during one top-level verify
+
+
+def _callee_signature(sub):
+    """A callee's param avals and output avals (None for an output that is a constant), listed once
+    per top-level verify however many Call nodes name it (a lazy_inline layer graph is called from
+    every layer; the graphs cannot change while verify runs)."""
+    hit = _callee_avals.get(id(sub))
+    if hit is None or hit[0] is not sub:
+        hit = _callee_avals[id(sub)] = (sub, sub.param_avals,
+                                        [o.aval if isinstance(o, Value) else None for o in sub.outputs])
+    return hit
+
+
+def _check_call(graph, node, all_values):
+    """A Call node: the callee takes the node's inputs and returns its outputs. The common case -
+    every input a Value, the avals equal - is one list comparison each way (AbstractTensor's `==`
+    is `_avals_equal`: same shape, same dtype object; other avals compare by identity); anything
+    else goes through `_check_signature`, which finds the first mismatch and reports it."""
+    sub = node.attrs.get("graph")
+    if not (all_values and type(sub) is Graph):
+        _check_structural(graph, node)
+        return
+    _, param_avals, out_avals = _callee_signature(sub)
+    if [x.aval for x in node.inputs] != param_avals or [o.aval for o in node.outputs] != out_avals:
+        _check_structural(graph, node)
+        return
+    for extra in node.subgraphs():          # the callee (and any other graph attribute), checked once
+        if id(extra) not in _verified:
+            verify(extra)
+
+
 def _check_template(graph, node, template, n_inputs):
     seen = set()
 
@@ -154,48 +186,62 @@ def verify(graph: Graph) -> None:
     finally:
         if top:
             _verified.clear()
+            _callee_avals.clear()
 
 
 def _verify(graph: Graph) -> None:
+    # The loops below run once per value of the graph (a 32-layer lazy_inline model has thousands):
+    # the common case is tested inline, and `define` (which reports the errors) runs only when it fails.
     defined: set[int] = set()
+    add = defined.add
 
     def define(v, node=None):
         if not isinstance(v, Value):
             _fail(graph, node, f"expected a Value, got {type(v).__name__}")
         if v.id in defined:
             _fail(graph, node, f"value #{v.id} is defined twice")
-        defined.add(v.id)
+        add(v.id)
 
     for p in graph.params:
         if p.kind != "param":
             _fail(graph, None, f"param #{p.id} has kind '{p.kind}'")
         define(p)
     for v, t in graph.captures:
+        aval = v.aval
         if v.kind != "capture" or v.producer is not t:
             _fail(graph, None, f"capture #{v.id} does not refer to its tensor")
-        if tuple(t.shape) != v.aval.shape or t.dtype is not v.aval.dtype:
-            _fail(graph, None, f"capture '{v.name or v.id}' was {format_aval(v.aval)} but the tensor is now "
+        if tuple(t.shape) != aval.shape or t.dtype is not aval.dtype:
+            _fail(graph, None, f"capture '{v.name or v.id}' was {format_aval(aval)} but the tensor is now "
                                f"{format_aval(AbstractTensor(t.shape, t.dtype))}")
-        define(v)
-    add = defined.add
+        if v.__class__ is not Value or v.id in defined:
+            define(v)                   # reports the error (not a Value / defined twice)
+        add(v.id)
     for node in graph.nodes:
+        all_values = True
         for x in node.inputs:
-            if (type(x) is Value or isinstance(x, Value)) and x.id not in defined:
-                _fail(graph, node, f"uses value #{x.id} before it is defined (or from another graph)")
-        if node.is_primitive:
+            if x.__class__ is Value:
+                if x.id not in defined:
+                    _fail(graph, node, f"uses value #{x.id} before it is defined (or from another graph)")
+            else:
+                all_values = False
+                if isinstance(x, Value) and x.id not in defined:
+                    _fail(graph, node, f"uses value #{x.id} before it is defined (or from another graph)")
+        op = node.op
+        if op is CALL:
+            _check_call(graph, node, all_values)
+        elif node.is_primitive:
             _check_primitive(graph, node)
         else:
             _check_structural(graph, node)
         for i, o in enumerate(node.outputs):
-            prod = o.producer
-            if o.kind != "node" or type(prod) is not tuple or prod[0] is not node or prod[1] != i:
+            if o.__class__ is not Value or o.kind != "node" or o.producer != (node, i) or o.id in defined:
+                prod = o.producer
                 if o.kind != "node" or prod != (node, i):
                     _fail(graph, node, f"output {i} does not point back to its node")
-            if type(o) is not Value or o.id in defined:
                 define(o, node)         # reports the error (not a Value / defined twice)
             add(o.id)
     for o in graph.outputs:
-        if isinstance(o, Value) and o.id not in defined:
+        if (o.__class__ is Value or isinstance(o, Value)) and o.id not in defined:
             _fail(graph, None, f"returns value #{o.id}, which is not defined in this graph")
 
 

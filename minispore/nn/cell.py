@@ -24,6 +24,7 @@ from collections import OrderedDict
 from ..common import dtype as mstype
 from ..common import grad_state
 from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
+from ..common.state_epoch import Registry, touch
 from ..common.tensor import Parameter, ParameterTuple, Tensor, _wrap
 from ..jit import CELL_HOOK as _JIT_HOOK, cell_call as _jit_cell_call, set_cell_jit_config  # graph mode
 
@@ -77,16 +78,17 @@ class Cell:
 
     def __init__(self, auto_prefix=True, flags=None):
         d = self.__dict__
-        d["_params"] = OrderedDict()
-        d["_cells"] = OrderedDict()
-        d["_params_list"] = OrderedDict()     # attribute name -> ParameterTuple registered as a whole
+        # Registry: an OrderedDict whose writes count as state changes (common/state_epoch.py)
+        d["_params"] = Registry()
+        d["_cells"] = Registry()
+        d["_params_list"] = Registry()        # attribute name -> ParameterTuple registered as a whole
         d["_auto_prefix"] = bool(auto_prefix)
         d["training"] = False
         d["requires_grad"] = False
         d["_mp_dtype"] = None                 # set by to_float(): cast float inputs/params to it
         d["_casting"] = False                 # True while construct runs under to_float
-        d["_forward_pre_hooks"] = OrderedDict()
-        d["_forward_hooks"] = OrderedDict()
+        d["_forward_pre_hooks"] = Registry()
+        d["_forward_hooks"] = Registry()
         d["_hook_id"] = 0
         d["_default_name_id"] = 0
         d["_flags"] = dict(flags) if flags else {}
@@ -111,6 +113,7 @@ class Cell:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name, value):
+        touch()                     # any attribute write may change what a compiled graph baked
         d = self.__dict__
         params = d.get("_params")
         if isinstance(value, Parameter):
@@ -136,6 +139,7 @@ class Cell:
             object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
+        touch()
         d = self.__dict__
         for store in ("_params", "_cells", "_params_list"):
             if name in d.get(store, ()):
@@ -282,10 +286,12 @@ class Cell:
         return self._flags
 
     def add_flags(self, **flags):
+        touch()
         self._flags.update(flags)
         return self
 
     def add_flags_recursive(self, **flags):
+        touch()
         for _, cell in self.cells_and_names():
             cell._flags.update(flags)
         return self
@@ -297,6 +303,7 @@ class Cell:
     # -- modes ----------------------------------------------------------------------------------
     def set_train(self, mode=True):
         """Training mode on (Dropout active) or off, for this cell and all descendants."""
+        touch()
         for _, cell in self.cells_and_names():
             cell.__dict__["training"] = bool(mode)
         return self
@@ -304,6 +311,7 @@ class Cell:
     def set_grad(self, requires_grad=True):
         """Kept for MindSpore compatibility. In minispore a gradient is recorded only while
         `grad`/`value_and_grad` runs, so this flag changes nothing."""
+        touch()
         self.__dict__["requires_grad"] = bool(requires_grad)
         return self
 
@@ -313,6 +321,7 @@ class Cell:
         d = mstype.as_dtype(dst_type)
         if not d.is_floating:
             raise OpTypeError("to_float", "a floating dtype (float16, bfloat16, float32)", str(d))
+        touch()
         for _, cell in self.cells_and_names():
             cell.__dict__["_mp_dtype"] = d
             cell._refresh_plain_call()
@@ -431,6 +440,7 @@ class Cell:
         return self.__dict__
 
     def __setstate__(self, state):
+        touch()
         self.__dict__.update(state)
 
     def __bool__(self):

@@ -230,3 +230,151 @@ def test_switching_the_backend_recompiles_with_the_new_backends_kernels():
     finally:
         ms.set_context(device_target="CPU")
         registry.unregister_backend("CountingExp")
+
+
+# -- the state guard on a deep model: still every scalar, member and created attribute -------------
+def _deep_llama():
+    from minispore.llm import Llama
+    from minispore.llm.config import LlamaConfig
+    return Llama(LlamaConfig(vocab_size=16, dim=16, n_layers=32, n_heads=2, max_seq_len=8, multiple_of=8))
+
+
+@pytest.fixture(scope="module")
+def deep_model():
+    return _deep_llama()
+
+
+def test_state_guard_on_32_layers_names_a_changed_scalar_deep_down(deep_model):
+    guard = cache_mod.StateGuard([("model", deep_model)])
+    guard.note_capture_writes()
+    assert guard.failure() is None
+    drop = deep_model.layers[31].feed_forward.dropout
+    drop.set_train(True)
+    try:
+        assert guard.failure() == "model.layers.31.feed_forward.dropout.training changed: False -> True"
+    finally:
+        drop.set_train(False)
+    assert guard.failure() is None                       # back as it was: the guard holds again
+
+
+def test_state_guard_on_32_layers_names_a_replaced_parameter(deep_model):
+    guard = cache_mod.StateGuard([("model", deep_model)])
+    wq = deep_model.layers[17].attention.wq
+    old = wq.weight
+    wq.weight = ms.Parameter(t(np.ones(tuple(old.shape))), name=old.name)
+    try:
+        assert guard.failure() == "model.layers.17.attention.wq.weight was replaced by another object"
+    finally:
+        wq.weight = old
+    assert guard.failure() is None
+
+
+def test_state_guard_on_32_layers_names_a_replaced_sub_cell(deep_model):
+    guard = cache_mod.StateGuard([("model", deep_model)])
+    block = deep_model.layers[9]
+    old = block.ffn_norm
+    block.ffn_norm = nn.Dropout(p=0.5)
+    try:
+        assert guard.failure() == "model.layers.9.ffn_norm was replaced by another object"
+    finally:
+        block.ffn_norm = old
+    assert guard.failure() is None
+
+
+def test_state_guard_names_the_first_change_depth_first(deep_model):
+    # several changes at once: the message names the first one met walking the model depth first
+    # (sub-cells before their parent's own scalars), whatever order the grouped checks ran in
+    guard = cache_mod.StateGuard([("model", deep_model)])
+    deep_model.layers[3].attention.attn_dropout.p = 0.25
+    deep_model.layers[20].feed_forward.w1.in_channels = 7
+    deep_model.layers[2].training = True
+    try:
+        assert guard.failure() == "model.layers.2.training changed: False -> True"
+        deep_model.layers[2].training = False
+        assert guard.failure() == "model.layers.3.attention.attn_dropout.p changed: 0.0 -> 0.25"
+        deep_model.layers[3].attention.attn_dropout.p = 0.0
+        assert guard.failure() == "model.layers.20.feed_forward.w1.in_channels changed: 16 -> 7"
+    finally:
+        deep_model.layers[2].training = False
+        deep_model.layers[3].attention.attn_dropout.p = 0.0
+        deep_model.layers[20].feed_forward.w1.in_channels = 16
+    assert guard.failure() is None
+
+
+def test_state_guard_on_32_layers_guards_attributes_the_capture_created(deep_model):
+    guard = cache_mod.StateGuard([("model", deep_model)])
+    cell = deep_model.layers[25].attention
+    object.__setattr__(cell, "calls", 1)                   # as a capture's side effect would
+    try:
+        guard.note_capture_writes()
+        assert guard.failure() == "model.layers.25.attention.calls changed: <not set> -> 1"
+    finally:
+        del cell.__dict__["calls"]
+    assert guard.failure() is None
+
+
+def test_state_guard_names_a_deleted_attribute():
+    class Box:
+        pass
+    b = Box()
+    b.rate, b.name = 0.5, "x"
+    guard = cache_mod.StateGuard([("box", b)])
+    del b.rate
+    assert guard.failure() == "box.rate was deleted"
+
+
+def test_state_guard_objects_with_the_same_names_but_other_kinds_of_values():
+    # objects of one class with the same attribute names share a layout, made from the first;
+    # one holding another kind of value under a name (a dict where the first held None, a scalar
+    # where it held a function) is classified on its own and still fully guarded
+    class Holder:
+        def __init__(self, x):
+            self.x = x
+
+    class Leaf:
+        def __init__(self):
+            self.v = 1
+    leaf = Leaf()
+    a, b = Holder(None), Holder({"child": leaf})
+    c, d = Holder(len), Holder(3)
+    guard = cache_mod.StateGuard([("a", a), ("b", b), ("c", c), ("d", d)])
+    assert guard.failure() is None
+    leaf.v = 2
+    assert guard.failure() == "b.x.child.v changed: 1 -> 2"
+    leaf.v = 1
+    d.x = 4
+    assert guard.failure() == "d.x changed: 3 -> 4"
+    d.x = 3
+    b.x["child"] = Leaf()
+    assert guard.failure() == "b.x.child was replaced by another object"
+    b.x["child"] = leaf
+    assert guard.failure() is None
+
+
+def test_state_guard_dict_attribute_with_scalars_and_members():
+    class Config:
+        pass
+    cell = nn.Dense(2, 2)
+    cfg = Config()
+    cfg.table = {"k": 2, "m": cell, "f": len}
+    guard = cache_mod.StateGuard([("cfg", cfg)])
+    cfg.table["f"] = abs                                   # neither a scalar nor an object: not guarded
+    assert guard.failure() is None
+    cfg.table["k"] = 3
+    assert guard.failure() == "cfg.table.k changed: 2 -> 3"
+    cfg.table["k"] = 2
+    cell.has_bias = False
+    assert guard.failure() == "cfg.table.m.has_bias changed: True -> False"
+    cell.has_bias = True
+    cfg.table["m"] = nn.Dense(2, 2)
+    assert guard.failure() == "cfg.table.m was replaced by another object"
+
+
+def test_state_guard_a_scalar_replaced_by_an_array_fails_without_raising():
+    class Box:
+        pass
+    b = Box()
+    b.scale = 2.0
+    guard = cache_mod.StateGuard([("box", b)])
+    b.scale = np.array([2.0, 2.0])
+    assert guard.failure() == "box.scale changed: 2.0 -> array([2., 2.])"

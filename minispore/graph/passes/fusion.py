@@ -224,10 +224,17 @@ class _Grouper:
         a chain of views joins whole): G then reads the view's input directly, by strides. Legal
         by construction: the view precedes its readers and depends on nothing in G (else a reader
         would have failed the cycle test)."""
+        # the candidates are known up front (only this loop adds a view to a group, at its own
+        # turn): the readers are looked up for their outputs only, so a graph of Call nodes with
+        # tens of inputs each (a lazy_inline model) costs one set test per input
+        candidates = {self.nodes[i].outputs[0].id for i, info in self.infos.items()
+                      if info.name in T.FREE_OPS and i not in self.group_of}
+        if not candidates:
+            return
         readers: dict[int, list] = {}
         for i, node in enumerate(self.nodes):
             for x in node.inputs:
-                if isinstance(x, Value):
+                if (x.__class__ is Value or isinstance(x, Value)) and x.id in candidates:
                     readers.setdefault(x.id, []).append(i)
         outputs = {o.id for o in self.graph.outputs if isinstance(o, Value)}
         for i in range(len(self.nodes) - 1, -1, -1):
@@ -668,9 +675,10 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
     # order: barriers keep their place, and so every node stays in its segment (the run of nodes
     # between two barriers); inside a segment, a topological sort of the units that prefers the
     # original order (a group sits where its first member was)
+    barrier = [_is_barrier(node) for node in nodes]
     seg_of, seg = [], 0
-    for node in nodes:
-        if _is_barrier(node):
+    for b in barrier:
+        if b:
             seg += 1
             seg_of.append(seg)
             seg += 1
@@ -681,6 +689,8 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
     deps = [set() for _ in units]
     users = [set() for _ in units]
     for i, node in enumerate(nodes):
+        if barrier[i]:
+            continue                    # alone in its segment: no dependency to order inside it
         u = unit_of[i]
         for x in node.inputs:
             if isinstance(x, Value):
@@ -696,7 +706,11 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
     pending = [len(d) for d in deps]
     order = []
     for s_id in sorted(by_segment):
-        ready = [(first[u], u) for u in by_segment[s_id] if pending[u] == 0]
+        members = by_segment[s_id]
+        if len(members) == 1:           # a barrier's own segment (a lazy_inline model has one per Call)
+            order.append(members[0])
+            continue
+        ready = [(first[u], u) for u in members if pending[u] == 0]
         heapq.heapify(ready)
         n_before = len(order)
         while ready:
@@ -708,7 +722,7 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
                     heapq.heappush(ready, (first[v], v))
         if len(order) - n_before != len(by_segment[s_id]):
             raise MinisporeRuntimeError(f"fusion of graph '{graph.name}' made a cycle (a bug in the fusion pass)")
-    _check_barrier_order(units, order, nodes)
+    _check_barrier_order(units, order, barrier)
 
     vmap = {}
 
@@ -723,7 +737,8 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
             attrs = old.attrs
             if old.subgraphs():
                 attrs = {k: rewrite(v) if isinstance(v, Graph) else v for k, v in old.attrs.items()}
-            node = Node(old.op, [remap(x) for x in old.inputs], attrs, (), old.multi, old.source)
+            node = Node(old.op, [vmap.get(x.id, x) if x.__class__ is Value or isinstance(x, Value) else x
+                                 for x in old.inputs], attrs, (), old.multi, old.source)
             node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
                                  for k, o in enumerate(old.outputs))
             for o, n in zip(old.outputs, node.outputs):
@@ -746,9 +761,10 @@ def _rebuild(graph, plans, grouper, modules, fused, rewrite):
     return out
 
 
-def _check_barrier_order(units, order, nodes):
-    """Barriers (host calls, control flow, random ops) must keep their relative order."""
-    seen = [units[u][1] for u in order if units[u][0] == "node" and _is_barrier(nodes[units[u][1]])]
+def _check_barrier_order(units, order, barrier):
+    """Barriers (host calls, control flow, random ops) must keep their relative order.
+    `barrier[i]`: is node i a barrier."""
+    seen = [units[u][1] for u in order if units[u][0] == "node" and barrier[units[u][1]]]
     if seen != sorted(seen):
         raise MinisporeRuntimeError("fusion reordered side effects (a bug in the fusion pass)")
 
