@@ -131,7 +131,7 @@ def section_memory(repeats: int):
 
 
 # -- lazy_inline ----------------------------------------------------------------------------------------
-def _compile_seconds(n_layers: int, lazy: bool, jit_level: str, seed: int) -> tuple:
+def _compile_seconds(n_layers: int, lazy: bool, jit_level: str, seed: int, capture_mode: str = "trace") -> tuple:
     """CPU time of one `jit.compile` (capture, verify, passes, executor) of a fresh model's step."""
     cfg = LlamaConfig(vocab_size=65, dim=64, n_layers=n_layers, n_heads=4, max_seq_len=32, multiple_of=32)
     ms.set_seed(seed)
@@ -144,7 +144,7 @@ def _compile_seconds(n_layers: int, lazy: bool, jit_level: str, seed: int) -> tu
     rng = np.random.default_rng(seed)
     x = ms.Tensor(rng.integers(0, 65, (4, 32)).astype(np.int32))
     y = ms.Tensor(rng.integers(0, 65, (4, 32)).astype(np.int32))
-    jf = ms.jit(step, capture_mode="trace", jit_level=jit_level)
+    jf = ms.jit(step, capture_mode=capture_mode, jit_level=jit_level)
     gc.collect()
     gc.disable()                    # no collector pauses inside the timing (the same for every row)
     try:
@@ -156,25 +156,29 @@ def _compile_seconds(n_layers: int, lazy: bool, jit_level: str, seed: int) -> tu
 
 
 def section_lazy(repeats: int):
-    print("### lazy_inline: compile time vs depth (LLaMA training step, dim 64, seq 32, trace capture)\n")
+    print("### lazy_inline: compile time vs depth (LLaMA training step, dim 64, seq 32)\n")
     print(f"CPU time of `jit.compile` (capture + verify + passes + executor), minimum of {repeats}; "
           "4- and 32-layer models measured alternately.\n")
-    print("| jit_level | transformer block | 4 layers | 32 layers | 32 / 4 (target <= 1.5 lazy) "
-          "| top-level nodes 4 / 32 |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| capture | jit_level | transformer block | 4 layers | 32 layers | 32 / 4 (target <= 1.5 lazy) "
+          "| per extra layer | top-level nodes 4 / 32 |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     rows = []
-    for level in ("O0", "O1"):
-        for lazy in (False, True):
-            t4, t32 = [], []
-            for r in range(repeats):
-                a, n4 = _compile_seconds(4, lazy, level, r)
-                b, n32 = _compile_seconds(32, lazy, level, r)
-                t4.append(a)
-                t32.append(b)
-            m4, m32 = min(t4), min(t32)
-            name = "@lazy_inline (shared CALL subgraphs)" if lazy else "inlined (default)"
-            print(f"| {level} | {name} | {m4 * 1e3:.1f} ms | {m32 * 1e3:.1f} ms | **{m32 / m4:.2f}** | {n4} / {n32} |")
-            rows.append((level, lazy, m4, m32))
+    # trace: both block kinds; ast (jit's default capture mode): lazy only (its inlined 32-layer
+    # compile takes seconds and shows nothing new)
+    for capture, level, lazy in [("trace", lv, lz) for lv in ("O0", "O1") for lz in (False, True)] + \
+            [("ast", lv, True) for lv in ("O0", "O1")]:
+        t4, t32 = [], []
+        for r in range(repeats):
+            a, n4 = _compile_seconds(4, lazy, level, r, capture)
+            b, n32 = _compile_seconds(32, lazy, level, r, capture)
+            t4.append(a)
+            t32.append(b)
+        m4, m32 = min(t4), min(t32)
+        name = "@lazy_inline (shared CALL subgraphs)" if lazy else "inlined (default)"
+        per_layer = (m32 - m4) / 28
+        print(f"| {capture} | {level} | {name} | {m4 * 1e3:.1f} ms | {m32 * 1e3:.1f} ms | **{m32 / m4:.2f}** "
+              f"| {per_layer * 1e6:.0f} us | {n4} / {n32} |")
+        rows.append((capture, level, lazy, m4, m32))
     print()
     return rows
 

@@ -91,8 +91,10 @@ def _compute(fn, args, kwargs, grad_position, weights, has_aux, sens_param):
             args[p] = leaf
             input_leaves.append(leaf._node)
         weight_leaves = []
+        Node, make_leaf_node = tape.Node, tape.make_leaf_node
         for w in ws:
-            n = tape.make_leaf_node(w, w)
+            # (a plain leaf unless an outer gradient tracks w: then make_leaf_node links the two)
+            n = Node(None, (), {}, w, ()) if w._node is None else make_leaf_node(w, w)
             w._node = n
             weight_leaves.append(n)
 

@@ -55,6 +55,7 @@ from ..common.tensor import Tensor
 from ..ops.primitive import AbstractTensor
 from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
+from .capture.trace import CaptureError, TraceSession, Tracer, user_source
 from .layer_state import describe, forget
 
 logger = logging.getLogger("minispore.jit")
@@ -181,7 +182,6 @@ def _reuse_key(cell, template, leaves, structure, own):
 def _capture_template(cell, args_template, leaves, own):
     """Capture `cell(*args)` as a closed graph G(tensor args..., own tensors...) -> outputs."""
     from ..jit import _run_cell_python
-    from .capture.trace import TraceSession
     from .verify import verify
 
     sub = TraceSession(f"{type(cell).__name__}_lazy", type(cell).construct)
@@ -230,7 +230,6 @@ def _tensors_in_containers(cell):
 def call_cell(session, cell, args, kwargs):
     """Emit a lazy cell's call into `session` (the jit Cell hook calls this during a capture).
     Returns the call's outputs, or NotImplemented to inline the cell as usual."""
-    from .capture.trace import CaptureError, TraceSession, user_source
     if not isinstance(session, TraceSession):
         return NotImplemented
     leaves, template = pytree.flatten_call(args, kwargs)
@@ -278,8 +277,8 @@ def _emit_values(session, graph, out_avals, vals, policy, source):
 
 
 def _tracers(session, values):
-    from .capture.trace import Tracer
-    return [Tracer.make(v, session) for v in values]
+    make = Tracer.make
+    return [make(v, session) for v in values]
 
 
 class _Split:
@@ -298,11 +297,11 @@ class _Split:
 
 
 def _split(tmpl, mask):
-    from .autodiff import build_split
-    from .memory.remat import rematerialize
     s = tmpl.splits.get(mask)
     if s is not None:
         return s
+    from .autodiff import build_split
+    from .memory.remat import rematerialize
     g = tmpl.graph
     split = build_split(g, mask, tuple(False for _ in g.captures))
     # views and constants among the residuals are recomputed in B, not saved (memory/remat.py)

@@ -447,12 +447,18 @@ class Cell:
         return True
 
 
+_HOST_CLASSES: tuple = ()
+
+
 def _runs_on_host(cell):
     """Graph mode: optimizers and LR schedules compute on NumPy arrays in place (not with ops), so
     inside a graph they run as host calls, eagerly, in program order. A Cell may opt in with a
     `jit_host_call = True` class attribute."""
-    from .optim.optimizer import LearningRateSchedule, Optimizer
-    return isinstance(cell, (Optimizer, LearningRateSchedule)) or getattr(cell, "jit_host_call", False)
+    global _HOST_CLASSES
+    if not _HOST_CLASSES:            # (imported on first use: optim imports this module)
+        from .optim.optimizer import LearningRateSchedule, Optimizer
+        _HOST_CLASSES = (Optimizer, LearningRateSchedule)
+    return isinstance(cell, _HOST_CLASSES) or getattr(cell, "jit_host_call", False)
 
 
 def _any_tracked(args):

@@ -218,3 +218,25 @@ def test_bad_input():
             pass
     with pytest.raises(OpTypeError, match="lazy_inline"):
         NotACell()
+
+
+@pytest.mark.parametrize("capture_mode", ["ast", "bytecode"])
+def test_other_capture_modes_keep_the_shared_calls_and_agree(capture_mode):
+    """The ast mode's control-flow inlining pass must not expand a lazy layer's CALLs again."""
+    x, y = tokens()
+    net = llama(3, lazy=True)
+    gf = ms.value_and_grad(net.loss, None, net.trainable_params())
+
+    def step(a, b):
+        return gf(a, b)
+    jf = ms.jit(step, capture_mode=capture_mode)
+    entry = jf.compile(x, y)
+    flat_jf, _ = train_step(llama(3, lazy=False))
+    loss, grads = jf(x, y)
+    loss_f, grads_f = flat_jf(x, y)
+    if entry.graph is not None and capture_mode == "ast":
+        assert len(calls(entry.graph)) == 6          # one forward and one backward CALL per layer
+        assert len({id(n.attrs["graph"]) for n in calls(entry.graph)}) == 2
+    np.testing.assert_allclose(loss.asnumpy(), loss_f.asnumpy(), rtol=1e-6)
+    for a, b in zip(grads, grads_f):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-5, atol=1e-6)

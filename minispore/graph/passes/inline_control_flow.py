@@ -12,7 +12,8 @@ constants - `if ops.ones(()) > 0:`, a shape-derived flag built with ops - and Ca
    Captures are never constants: a Parameter or a captured tensor is read when the graph runs.
 2. **Inline**: an If node whose condition folded to a value, or is a Python bool, becomes the nodes of
    the branch it takes (cloned, with the branch's parameters replaced by the node's operands); a Call
-   node becomes the nodes of its callee. Subgraphs of the remaining If/While nodes are processed too.
+   node becomes the nodes of its callee, except the Calls of `@lazy_inline` layers, which stay calls
+   of their one shared subgraph. Subgraphs of the remaining If/While/Call nodes are processed too.
 3. **Dead-code elimination**: nodes whose outputs nothing uses are dropped - unless they have effects
    (host calls, random primitives, or control flow containing them). The folded condition's own
    nodes usually go here. Params are kept (the graph's signature does not change); unused captures
@@ -85,7 +86,7 @@ class _Inliner:
                 env[v.id] = self.capture(v, t)
         for node in g.nodes:
             ins = [env[x.id] if isinstance(x, Value) else x for x in node.inputs]
-            if node.op is CALL:
+            if node.op is CALL and "lazy_inline" not in node.attrs:
                 sub = node.attrs["graph"]
                 outs = self.process(sub, {p.id: a for p, a in zip(sub.params, ins)})
             elif node.op is IF and self.known(ins[0]) is not None:
@@ -99,7 +100,9 @@ class _Inliner:
 
     def clone(self, node, ins):
         attrs = node.attrs
-        if node.op is IF or node.op is WHILE:
+        # a @lazy_inline layer's CALL stays a CALL of ONE shared callee (processed once, via memo):
+        # inlining it here would undo what lazy_inline is for
+        if node.op is IF or node.op is WHILE or node.op is CALL:
             attrs = dict(attrs)
             for k, v in attrs.items():
                 if isinstance(v, Graph):
