@@ -19,6 +19,7 @@ inference (done once, at capture), no Tensor objects between ops, no autodiff ta
 * **Structural ops**: If picks a branch by the condition's value and runs that subgraph; While
   runs cond/body until the condition is false; Call runs the callee; HostCall calls a Python
   function on concrete Tensors (see ir.py). Subgraphs get their own plans, built once.
+  `subgraphs={id(g): g2}` runs g2 wherever a node names g (O1: the fused callees, o1.py).
 
 `run(*arrays)` takes one NumPy array per graph param and returns a list with one entry per graph
 output: an array, a Python object (host call result), or the constant itself.
@@ -125,8 +126,11 @@ def _callee_executor(graph):
 class O0Executor:
     """Runs one graph kernel by kernel. See the module docstring."""
 
-    def __init__(self, graph: Graph, record_live: bool = False, arena: bool = False):
-        self.graph = graph
+    def __init__(self, graph: Graph, record_live: bool = False, arena: bool = False, subgraphs=None):
+        self._graph = graph
+        # {id(subgraph an If/While/Call node names): the graph to run in its place} - O1 runs the
+        # fused callees of a graph whose nodes still name the original ones (FusionResult.exec_graph)
+        self._subgraphs = subgraphs or None
         self.record_live = record_live
         self.live_trace: list[set] = []
         global _callee_memo
@@ -146,6 +150,14 @@ class O0Executor:
             self.arena_state = attach_arena(self)
 
     @property
+    def graph(self):
+        """The graph this executor runs."""
+        return self._graph
+
+    def _subgraph(self, g):
+        return self._subgraphs.get(id(g), g) if self._subgraphs is not None else g
+
+    @property
     def memory_plan(self):
         """(memory helper) The MemoryPlan this executor runs with (arena mode), else None."""
         return self.arena_state.plan if self.arena_state is not None else None
@@ -160,7 +172,7 @@ class O0Executor:
         # Written as flat loops over each node's values (no helper call per value): plan building
         # is paid per node at every compile, and a lazy_inline model's Call nodes carry tens of
         # values each.
-        g = self.graph
+        g = self._graph
         slot_of: dict[int, int] = {}
         template: list = []
         for p in g.params:
@@ -226,13 +238,15 @@ class O0Executor:
             kind = _KIND[node.op]
             if kind == _IF:
                 fn = None
-                sub = (O0Executor(node.attrs["then_graph"]), O0Executor(node.attrs["else_graph"]))
+                sub = (O0Executor(self._subgraph(node.attrs["then_graph"])),
+                       O0Executor(self._subgraph(node.attrs["else_graph"])))
             elif kind == _WHILE:
                 fn = None
-                sub = (O0Executor(node.attrs["cond_graph"]), O0Executor(node.attrs["body_graph"]))
+                sub = (O0Executor(self._subgraph(node.attrs["cond_graph"])),
+                       O0Executor(self._subgraph(node.attrs["body_graph"])))
             elif kind == _CALL:
                 fn = None
-                sub = _callee_executor(node.attrs["graph"])     # (memory helper) one per callee
+                sub = _callee_executor(self._subgraph(node.attrs["graph"]))     # (memory helper) one per callee
             else:
                 fn = node.attrs["fn"]
                 sub = node.attrs.get("template")
@@ -253,7 +267,7 @@ class O0Executor:
         if self.arena_state is not None:           # (memory helper) arena mode
             return self.arena_state.run(arrays)
         if len(arrays) != self._n_params:
-            raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {self._n_params} inputs, "
+            raise MinisporeRuntimeError(f"graph '{self._graph.name}' takes {self._n_params} inputs, "
                                         f"got {len(arrays)}")
         env = self._template[:]
         env[:self._n_params] = arrays
@@ -284,7 +298,7 @@ class O0Executor:
                 else:
                     self._run_structural(step, env)
             except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
-                err = locate_error(step.node, self.graph, e)
+                err = locate_error(step.node, self._graph, e)
                 if err is e:
                     raise
                 raise err from e
@@ -329,7 +343,7 @@ class O0Executor:
             if not getattr(e, "_graph_located", False):
                 try:
                     e._graph_located = True
-                    e.add_note(f"(raised by Python run from the compiled graph '{self.graph.name}', "
+                    e.add_note(f"(raised by Python run from the compiled graph '{self._graph.name}', "
                                f"{step.node.where()})")
                 except (AttributeError, TypeError):
                     pass

@@ -32,17 +32,31 @@ def _arena_default() -> bool:
 
 
 class O1Executor(O0Executor):
-    """O0 on the fused graph. See the module docstring."""
+    """O0 on the fused graph. See the module docstring.
+
+    The plan is built from `fusion.exec_graph` (the fused graph whose Call/If/While nodes still
+    name the original subgraphs, run as their fused versions through `fusion.exec_subgraphs`),
+    so a lazy_inline model's many Call nodes cost what they cost at O0. `graph` is the fused
+    graph proper (built when first read); it holds the same kernels in the same order. Arena mode
+    and `record_live` read the plan together with the graph, so they plan `graph` itself."""
 
     def __init__(self, graph, record_live: bool = False, arena=None):
         self.source_graph = graph
         self.fusion = fuse(graph)
+        arena = _arena_default() if arena is None else arena
         if dump_enabled() and self.fusion.fused:
             print(f"# minispore IR of '{graph.name}' after operator fusion (jit_level O1): "
                   f"{len(self.fusion.fused)} fused "
                   f"groups\n{format_graph(self.fusion.graph)}", file=sys.stderr)
-        super().__init__(self.fusion.graph, record_live=record_live,
-                         arena=_arena_default() if arena is None else arena)
+        if arena or record_live:
+            super().__init__(self.fusion.graph, record_live=record_live, arena=arena)
+        else:
+            super().__init__(self.fusion.exec_graph, subgraphs=self.fusion.exec_subgraphs)
+
+    @property
+    def graph(self):
+        """The fused graph (print it to see the groups)."""
+        return self.fusion.graph
 
 
 def _register():

@@ -41,7 +41,11 @@ compiled as one module (build.py, cached on disk), and the graph is rebuilt: wit
 nodes and groups are re-sorted topologically (a group runs when all its inputs exist), each group
 becomes one node whose op is a `FusedPrimitive` named `fused_elementwise_N{mul,add,exp}` or
 `fused_reduce_N{...}`, with one output per member value used outside the group. Subgraphs of
-If/While/Call nodes are fused the same way.
+If/While/Call nodes are fused the same way, each once (a lazy_inline layer graph called by every
+layer is one subgraph). Nodes whose inputs and subgraphs do not change are kept, shared with the
+input graph. The executor plans `FusionResult.exec_graph`, in which Call/If/While nodes keep
+naming the original subgraphs (run as the fused ones): a lazy_inline model's top level of Call
+nodes then costs no rebuild at all; the fused graph proper (`.graph`) is made when first read.
 
 **Fallbacks**: no C compiler -> the graph is returned unfused (one warning per process); a kernel
 that does not compile -> its group stays unfused (one warning naming the groups and the compiler
@@ -136,6 +140,15 @@ def _is_barrier(node) -> bool:
     return not node.is_primitive or is_random(node.op)
 
 
+def _reads_none(values, inputs) -> bool:
+    """Does no input belong to `values` (a set or dict keyed by Value objects, which hash by
+    identity)? One C-level set test for the usual node, whose inputs are all hashable."""
+    try:
+        return values.isdisjoint(inputs) if isinstance(values, (set, frozenset)) else values.keys().isdisjoint(inputs)
+    except TypeError:                   # an unhashable constant input (a list): test the Values only
+        return not any(isinstance(x, Value) and x in values for x in inputs)
+
+
 # -- groups ----------------------------------------------------------------------------------------------
 class _Group:
     __slots__ = ("bit", "bits", "members", "domain", "k", "segment", "last", "roles")
@@ -188,7 +201,7 @@ class _Grouper:
         self.nodes = graph.nodes
         self.groups: list[_Group] = []
         self.group_of: dict[int, _Group] = {}        # node position -> group
-        self.producer: dict[int, int] = {}           # value id -> node position
+        self.producer: dict[int, int] = {}           # value id -> node position (non-barrier nodes)
         self.dep: dict[int, int] = {}                # value id -> bitmask of groups it depends on
         self.infos: dict[int, _Info] = {}
         self.segment_of: dict[int, int] = {}         # node position -> segment (runs between barriers)
@@ -196,17 +209,19 @@ class _Grouper:
     def run(self):
         segment = 0
         for i, node in enumerate(self.nodes):
+            if _is_barrier(node):
+                # A barrier is a segment of its own and groups never span segments, so nothing
+                # needs its outputs' producer or group dependencies: a path from a group through
+                # the barrier leads to a later segment, where that group can no longer grow. So a
+                # lazy_inline model's Call nodes (tens of values each) cost one test here.
+                segment += 1
+                continue
             for o in node.outputs:
                 self.producer[o.id] = i
             in_dep = 0
             for x in node.inputs:
                 if isinstance(x, Value):
                     in_dep |= self.dep.get(x.id, 0)
-            if _is_barrier(node):
-                segment += 1
-                for o in node.outputs:
-                    self.dep[o.id] = in_dep
-                continue
             info = classify(node)
             g = None
             self.segment_of[i] = segment
@@ -216,7 +231,8 @@ class _Grouper:
             bits = in_dep | (g.bits if g is not None else 0)
             for o in node.outputs:
                 self.dep[o.id] = bits
-        self._pull_free_producers()
+        if self.groups:                 # a view only ever joins an existing group
+            self._pull_free_producers()
         return [g for g in self._live_groups() if self._work(g) >= MIN_WORK]
 
     def _pull_free_producers(self):
@@ -227,14 +243,16 @@ class _Grouper:
         # the candidates are known up front (only this loop adds a view to a group, at its own
         # turn): the readers are looked up for their outputs only, so a graph of Call nodes with
         # tens of inputs each (a lazy_inline model) costs one set test per input
-        candidates = {self.nodes[i].outputs[0].id for i, info in self.infos.items()
+        candidates = {self.nodes[i].outputs[0] for i, info in self.infos.items()
                       if info.name in T.FREE_OPS and i not in self.group_of}
         if not candidates:
             return
         readers: dict[int, list] = {}
         for i, node in enumerate(self.nodes):
+            if _reads_none(candidates, node.inputs):
+                continue
             for x in node.inputs:
-                if (x.__class__ is Value or isinstance(x, Value)) and x.id in candidates:
+                if (x.__class__ is Value or isinstance(x, Value)) and x in candidates:
                     readers.setdefault(x.id, []).append(i)
         outputs = {o.id for o in self.graph.outputs if isinstance(o, Value)}
         for i in range(len(self.nodes) - 1, -1, -1):
@@ -561,13 +579,33 @@ def _bad_input(prim, arrays):
 class FusionResult:
     """`graph`: the fused graph (the input graph itself when nothing fused); `fused`: the
     FusedPrimitives made; `unfused_reason`: why fusion was skipped (no compiler, disabled), or None;
-    `failed`: names of groups whose kernel did not compile."""
+    `failed`: names of groups whose kernel did not compile.
 
-    def __init__(self, graph, fused, unfused_reason=None, failed=()):
-        self.graph = graph
+    For the executor, `exec_graph` is `graph` with one difference: its If/While/Call nodes still
+    name the ORIGINAL subgraphs, and `exec_subgraphs[id(original)]` is the fused subgraph to run in
+    their place. Why two graphs: a lazy_inline model's top level is mostly Call nodes to one shared
+    layer graph, which is fused once; but pointing a Call node at the fused callee takes a new node,
+    hence (SSA) new output values, hence new nodes for all their readers - the whole top level, tens
+    of values per layer, rebuilt at every compile. `exec_graph` shares every node with the input
+    graph except the fused groups and their readers, so the O1 executor plans it at about O0's cost
+    per layer. `graph` is built from it only when first read (printing the IR, DryRun, O2, the
+    arena planner, multi-stream scheduling); it runs the same kernels in the same order."""
+
+    def __init__(self, graph, fused, unfused_reason=None, failed=(), exec_graph=None, exec_subgraphs=None,
+                 build=None):
+        self._graph = graph
+        self._build = build                 # makes `graph` on first use when graph is None
         self.fused = fused
         self.unfused_reason = unfused_reason
         self.failed = list(failed)
+        self.exec_graph = exec_graph if exec_graph is not None else graph
+        self.exec_subgraphs = dict(exec_subgraphs or {})
+
+    @property
+    def graph(self):
+        if self._graph is None:
+            self._graph, self._build = self._build(), None
+        return self._graph
 
     def __repr__(self):
         return f"<FusionResult {len(self.fused)} fused groups" + \
@@ -591,6 +629,8 @@ def find_groups(graph):
     """The `_GroupPlan`s fusion would make for `graph` (no subgraphs, nothing compiled)."""
     grouper = _Grouper(graph)
     groups = grouper.run()
+    if not groups:
+        return [], grouper
     used_outside = _used_outside(graph, grouper)
     plans = []
     for g in sorted(groups, key=lambda g: min(g.members)):
@@ -601,20 +641,25 @@ def find_groups(graph):
 
 
 def _used_outside(graph, grouper):
-    """Ids of values read by a node of another group (or no group) or returned by the graph."""
+    """Ids of the group members' values read by a node of another group (or of no group) or
+    returned by the graph (the only values whose use matters: they become fused outputs)."""
+    nodes, group_of = graph.nodes, grouper.group_of
+    member_value = {o: g for p, g in group_of.items() for o in nodes[p].outputs}    # Value -> its group
     out = {o.id for o in graph.outputs if isinstance(o, Value)}
-    for i, node in enumerate(graph.nodes):
-        g = grouper.group_of.get(i)
+    for i, node in enumerate(nodes):
+        if _reads_none(member_value, node.inputs):
+            continue
+        g = group_of.get(i)
         for x in node.inputs:
             if isinstance(x, Value):
-                p = grouper.producer.get(x.id)
-                if p is not None and grouper.group_of.get(p) is not g:
+                h = member_value.get(x)
+                if h is not None and h is not g:
                     out.add(x.id)
     return out
 
 
 def fuse(graph: Graph) -> FusionResult:
-    """Fuse `graph` and its subgraphs (see the module docstring)."""
+    """Fuse `graph` and its subgraphs (see the module docstring and `FusionResult`)."""
     if not fusion_enabled():
         return FusionResult(graph, [], "MINISPORE_FUSION=0")
     all_plans = {}                                  # id(graph) -> (plans, grouper)
@@ -641,132 +686,167 @@ def fuse(graph: Graph) -> FusionResult:
                       f"{', '.join(names)}. Compiler output (last lines):\n{detail}", RuntimeWarning, stacklevel=3)
         failed = names
     fused = []
-    memo = {}
+    prims = {}                                      # id(plan) -> its FusedPrimitive (made once)
+    memo = {}                                       # id(graph) -> its fused graph
+
+    def prim_of(plan):
+        prim = prims.get(id(plan))
+        if prim is None:
+            prim = prims[id(plan)] = FusedPrimitive(plan, modules[plan.symbol])
+            fused.append(prim)
+        return prim
+
+    def compiled(g):
+        plans, grouper = all_plans[id(g)]
+        return [p for p in plans if p.symbol in modules], grouper
 
     def rewrite(g):
-        if id(g) in memo:
-            return memo[id(g)]
-        plans, grouper = all_plans[id(g)]
-        ok = [p for p in plans if p.symbol in modules]
-        new = _rebuild(g, ok, grouper, modules, fused, rewrite)
-        memo[id(g)] = new
+        new = memo.get(id(g))
+        if new is None:
+            new = memo[id(g)] = _rebuild(g, *compiled(g), prim_of, rewrite)
         return new
 
-    return FusionResult(rewrite(graph), fused, None, failed)
+    if len(all_plans) == 1:                         # no subgraphs: the executor's graph is `graph`
+        return FusionResult(rewrite(graph), fused, None, failed)
+    top_plans, top_grouper = compiled(graph)
+    exec_graph = _rebuild(graph, top_plans, top_grouper, prim_of, rewrite, keep_subgraphs=True)
+    exec_subgraphs = dict(memo)                     # (every subgraph is fused by now)
+    for key in [k for k in all_plans if k != id(graph)]:
+        del all_plans[key]                          # (what the deferred `graph` needs no longer)
+    return FusionResult(None, fused, None, failed, exec_graph, exec_subgraphs,
+                        build=lambda: _rebuild(graph, top_plans, top_grouper, prim_of, rewrite))
 
 
-def _rebuild(graph, plans, grouper, modules, fused, rewrite):
-    """A new Graph with each plan's members replaced by one fused node (see the module docstring)."""
+def _rebuild(graph, plans, grouper, prim_of, rewrite, keep_subgraphs=False):
+    """`graph` with each plan's members replaced by one fused node (op `prim_of(plan)`) and each
+    subgraph of an If/While/Call node replaced by `rewrite(subgraph)` - or, with keep_subgraphs,
+    fused but left in place (`FusionResult.exec_graph`). A node whose inputs and subgraphs stay the
+    same is kept, shared with `graph` (the IR is never mutated); the others get new nodes with new
+    output values. `graph` itself comes back when no node changes."""
     nodes = graph.nodes
-    has_sub = any(n.subgraphs() for n in nodes)
-    if not plans and not has_sub:
-        return graph
-    unit_of = {}                                    # node position -> unit index
-    units = []                                      # ("node", pos) | ("group", plan)
-    for plan in plans:
-        u = len(units)
-        units.append(("group", plan))
-        for p in plan.positions:
-            unit_of[p] = u
-    for i in range(len(nodes)):
-        if i not in unit_of:
-            unit_of[i] = len(units)
-            units.append(("node", i))
-    # order: barriers keep their place, and so every node stays in its segment (the run of nodes
-    # between two barriers); inside a segment, a topological sort of the units that prefers the
-    # original order (a group sits where its first member was)
-    barrier = [_is_barrier(node) for node in nodes]
-    seg_of, seg = [], 0
-    for b in barrier:
-        if b:
-            seg += 1
-            seg_of.append(seg)
-            seg += 1
-        else:
-            seg_of.append(seg)
-    first = [min(u[1].positions) if u[0] == "group" else u[1] for u in units]
-    useg = [seg_of[f] for f in first]
-    deps = [set() for _ in units]
-    users = [set() for _ in units]
-    for i, node in enumerate(nodes):
-        if barrier[i]:
-            continue                    # alone in its segment: no dependency to order inside it
-        u = unit_of[i]
-        for x in node.inputs:
-            if isinstance(x, Value):
-                p = grouper.producer.get(x.id)
-                if p is not None and unit_of[p] != u and useg[unit_of[p]] == useg[u]:
-                    deps[u].add(unit_of[p])
-    for u, ds in enumerate(deps):
-        for d in ds:
-            users[d].add(u)
-    by_segment: dict = {}
-    for u in range(len(units)):
-        by_segment.setdefault(useg[u], []).append(u)
-    pending = [len(d) for d in deps]
-    order = []
-    for s_id in sorted(by_segment):
-        members = by_segment[s_id]
-        if len(members) == 1:           # a barrier's own segment (a lazy_inline model has one per Call)
-            order.append(members[0])
-            continue
-        ready = [(first[u], u) for u in members if pending[u] == 0]
-        heapq.heapify(ready)
-        n_before = len(order)
-        while ready:
-            _, u = heapq.heappop(ready)
-            order.append(u)
-            for v in users[u]:
-                pending[v] -= 1
-                if pending[v] == 0:
-                    heapq.heappush(ready, (first[v], v))
-        if len(order) - n_before != len(by_segment[s_id]):
-            raise MinisporeRuntimeError(f"fusion of graph '{graph.name}' made a cycle (a bug in the fusion pass)")
-    _check_barrier_order(units, order, barrier)
-
-    vmap = {}
-
-    def remap(x):
-        return vmap.get(x.id, x) if isinstance(x, Value) else x
-
+    vmap = {}                                       # original Value -> its replacement
     new_nodes = []
-    for u in order:
-        kind, item = units[u]
-        if kind == "node":
-            old = nodes[item]
-            attrs = old.attrs
-            if old.subgraphs():
-                attrs = {k: rewrite(v) if isinstance(v, Graph) else v for k, v in old.attrs.items()}
-            node = Node(old.op, [vmap.get(x.id, x) if x.__class__ is Value or isinstance(x, Value) else x
-                                 for x in old.inputs], attrs, (), old.multi, old.source)
-            node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
-                                 for k, o in enumerate(old.outputs))
-            for o, n in zip(old.outputs, node.outputs):
-                vmap[o.id] = n
-        else:
+    changed = False
+    for kind, item in _schedule(nodes, plans, grouper):
+        if kind == "group":
             plan = item
-            prim = FusedPrimitive(plan, modules[plan.symbol])
-            fused.append(prim)
-            multi = len(plan.out_values) > 1
-            node = Node(prim, [remap(x) for x in plan.in_values], {}, (), multi, plan.nodes[-1].source)
+            node = Node(prim_of(plan), [vmap.get(x, x) for x in plan.in_values], {}, (), len(plan.out_values) > 1,
+                        plan.nodes[-1].source)
             node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
                                  for k, o in enumerate(plan.out_values))
             for o, n in zip(plan.out_values, node.outputs):
-                vmap[o.id] = n
+                vmap[o] = n
+            new_nodes.append(node)
+            changed = True
+            continue
+        old = nodes[item]
+        attrs = old.attrs
+        if attrs:
+            new_attrs = None
+            for k, v in attrs.items():
+                if isinstance(v, Graph):
+                    r = rewrite(v)                  # (memoised: a lazy_inline callee is fused once)
+                    if r is not v and not keep_subgraphs:
+                        if new_attrs is None:
+                            new_attrs = dict(attrs)
+                        new_attrs[k] = r
+            if new_attrs is not None:
+                attrs = new_attrs
+        if attrs is old.attrs and (not vmap or _reads_none(vmap, old.inputs)):
+            new_nodes.append(old)
+            continue
+        node = Node(old.op, [vmap.get(x, x) if x.__class__ is Value or isinstance(x, Value) else x
+                             for x in old.inputs], attrs, (), old.multi, old.source)
+        node.outputs = tuple(Value(o.aval, "node", producer=(node, k), name=o.name)
+                             for k, o in enumerate(old.outputs))
+        for o, n in zip(old.outputs, node.outputs):
+            vmap[o] = n
         new_nodes.append(node)
-    out = Graph(graph.name, graph.params, graph.captures, new_nodes, [remap(o) for o in graph.outputs],
-                graph.source_fn)
+        changed = True
+    if not changed:
+        return graph
+    out = Graph(graph.name, graph.params, graph.captures, new_nodes,
+                [vmap.get(o, o) if isinstance(o, Value) else o for o in graph.outputs], graph.source_fn)
     out.notes = dict(graph.notes)
     out.notes["fused_from"] = graph
     return out
 
 
-def _check_barrier_order(units, order, barrier):
-    """Barriers (host calls, control flow, random ops) must keep their relative order.
-    `barrier[i]`: is node i a barrier."""
-    seen = [units[u][1] for u in order if units[u][0] == "node" and barrier[units[u][1]]]
-    if seen != sorted(seen):
-        raise MinisporeRuntimeError("fusion reordered side effects (a bug in the fusion pass)")
+def _schedule(nodes, plans, grouper):
+    """The rebuilt graph's units in execution order: ("node", position) or ("group", plan).
+    Barriers keep their place, so every node stays in its segment (the run of nodes between two
+    barriers). A segment holding a group is re-sorted (`_sort_segment`); the others, which in a
+    lazy_inline model's top level are nearly all, keep their order as they are."""
+    if not plans:
+        return [("node", i) for i in range(len(nodes))]
+    seg_of = grouper.segment_of                     # (barriers have none: each is its own segment)
+    plan_at = {}
+    hot = set()
+    for plan in plans:
+        for p in plan.positions:
+            plan_at[p] = plan
+        hot.add(seg_of[plan.positions[0]])
+    units = []
+    i, n = 0, len(nodes)
+    while i < n:
+        s = seg_of.get(i)
+        if s is None or s not in hot:
+            units.append(("node", i))
+            i += 1
+            continue
+        j = i
+        while j < n and seg_of.get(j) == s:
+            j += 1
+        units.extend(_sort_segment(nodes, i, j, plan_at, grouper))
+        i = j
+    return units
+
+
+def _sort_segment(nodes, lo, hi, plan_at, grouper):
+    """Units of the segment nodes[lo:hi] (each group one unit) in a topological order that prefers
+    the original one: a group runs when all its inputs exist, and sits where its first member was."""
+    unit_of = {}                                    # position -> unit index
+    units, first, unit_of_plan = [], [], {}
+    for p in range(lo, hi):
+        plan = plan_at.get(p)
+        if plan is None:
+            unit_of[p] = len(units)
+            units.append(("node", p))
+            first.append(p)
+            continue
+        u = unit_of_plan.get(id(plan))
+        if u is None:                               # (positions ascend: p is its first member)
+            u = unit_of_plan[id(plan)] = len(units)
+            units.append(("group", plan))
+            first.append(p)
+        unit_of[p] = u
+    deps = [set() for _ in units]
+    users = [set() for _ in units]
+    producer = grouper.producer
+    for p in range(lo, hi):
+        u = unit_of[p]
+        for x in nodes[p].inputs:
+            if isinstance(x, Value):
+                q = producer.get(x.id)
+                if q is not None and lo <= q < hi and unit_of[q] != u:
+                    deps[u].add(unit_of[q])
+    for u, ds in enumerate(deps):
+        for d in ds:
+            users[d].add(u)
+    pending = [len(d) for d in deps]
+    ready = [(first[u], u) for u in range(len(units)) if pending[u] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, u = heapq.heappop(ready)
+        order.append(units[u])
+        for v in users[u]:
+            pending[v] -= 1
+            if pending[v] == 0:
+                heapq.heappush(ready, (first[v], v))
+    if len(order) != len(units):
+        raise MinisporeRuntimeError("fusion made a cycle (a bug in the fusion pass)")
+    return order
 
 
 __all__ = ["fuse", "find_groups", "classify", "FusedPrimitive", "FusionResult", "fusion_enabled", "WINDOW"]
