@@ -10,7 +10,14 @@ buffers - real memory for what was a free view.
 
 `rematerialize(forward, backward, n_out)` moves every residual whose producer is one of
 `CHEAP_OPS` (and whose own inputs are available in B: F's inputs, other residuals, or cheap values
-themselves) into B, where it is recomputed from those. Returns the new F (its outputs: the original
+themselves) into B, where it is recomputed from those. Two more rules:
+
+* a `zeros_like` / `ones_like` residual is made again in B from its shape alone (`zeros` / `ones`),
+  whatever its input (autodiff makes them for outputs of a multi-output op that get no cotangent);
+* when two or more saved residuals are same-size views of ONE value F does not save (each of
+  `matmul(h, wq)`, `matmul(h, wk)`, `matmul(h, wv)` saves its own `h.T` for the weight gradient),
+  that value is saved once instead and the views are taken again in B: fewer, not larger, saved
+  activations. Returns the new F (its outputs: the original
 outputs, then the residuals still saved; nodes only needed by the moved ones removed) and the new
 B, whose params are: the F inputs it now reads, the saved residuals, then the cotangents - plus
 `sources`: for each B param before the cotangents, ("in", i) = F's input i, or ("out", j) = F's
@@ -22,6 +29,10 @@ from ..ir import Graph, Node, Value
 
 CHEAP_OPS = frozenset(("transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "flatten",
                        "zeros_like", "ones_like"))
+# constants of known shape: recomputed in B from the aval alone (no input needed)
+_FILLED = {"zeros_like": "zeros", "ones_like": "ones"}
+# views that keep the element count: several of them of one unsaved value are replaced by that value
+_SAME_SIZE_VIEWS = frozenset(("transpose", "reshape", "expand_dims", "squeeze", "flatten"))
 _MAX_DEPTH = 16
 
 
@@ -39,13 +50,29 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
         if v.kind == "node" and depth < _MAX_DEPTH:
             node = v.producer[0]
             if node.is_primitive and node.op.name in CHEAP_OPS and len(node.outputs) == 1:
-                ok = all(x.id in params or x.id in res_ids or cheap(x, depth + 1)
-                         for x in node.inputs if isinstance(x, Value))
+                ok = node.op.name in _FILLED or all(x.id in params or x.id in res_ids or cheap(x, depth + 1)
+                                                    for x in node.inputs if isinstance(x, Value))
         memo[v.id] = ok
         return ok
 
     moved = {r.id for r in residuals if isinstance(r, Value) and r.id not in params and cheap(r)}
     kept = [r for r in residuals if isinstance(r, Value) and r.id not in params and r.id not in moved]
+    # several saved views of ONE unsaved value (x.T for each of wq, wk, wv's weight gradients):
+    # save that value once instead and take the views again in B
+    by_root: dict = {}
+    for r in kept:
+        root = _view_root(r, params)
+        if root is not None:
+            by_root.setdefault(root.id, (root, []))[1].append(r)
+    new_roots = []
+    for root, views in by_root.values():
+        if len(views) >= 2:
+            new_roots.append(root)
+            res_ids.add(root.id)
+            memo.clear()                      # (cheap() answers may change now that root is saved)
+            moved.update(v.id for v in views)
+    if new_roots:
+        kept = [r for r in kept if r.id not in moved] + new_roots
     kept_ids = {r.id for r in kept}
     n_res = len(residuals)
     old_res_params, douts = backward.params[:n_res], backward.params[n_res:]
@@ -64,6 +91,8 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
     for r, old in zip(residuals, old_res_params):
         if isinstance(r, Value) and r.id in kept_ids:
             fmap[r.id] = old
+    for root in new_roots:
+        fmap[root.id] = Value(root.aval, "param", name=root.name)
 
     def f_value(x):
         if not isinstance(x, Value):
@@ -79,7 +108,10 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
         if v.id in needed or v.id in params or v.id in kept_ids:
             return
         needed.add(v.id)
-        for x in v.producer[0].inputs:
+        node = v.producer[0]
+        if node.is_primitive and node.op.name in _FILLED:
+            return                            # made from its shape in B: its input is not needed
+        for x in node.inputs:
             if isinstance(x, Value):
                 need(x)
 
@@ -88,7 +120,12 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
     nodes = []
     for node in forward.nodes:
         if node.outputs and node.outputs[0].id in needed:
-            nn = Node(node.op, [f_value(x) for x in node.inputs], node.attrs, (), node.multi, node.source)
+            if node.is_primitive and node.op.name in _FILLED:
+                aval = node.outputs[0].aval
+                nn = Node(_filled_prim(node.op.name), [], {"shape": aval.shape, "dtype": aval.dtype}, (), False,
+                          node.source)
+            else:
+                nn = Node(node.op, [f_value(x) for x in node.inputs], node.attrs, (), node.multi, node.source)
             nn.outputs = (Value(node.outputs[0].aval, "node", producer=(nn, 0), name=node.outputs[0].name),)
             fmap[node.outputs[0].id] = nn.outputs[0]
             nodes.append(nn)
@@ -125,6 +162,30 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
     new_f = _dead_code_free(Graph(forward.name, forward.params, forward.captures, forward.nodes,
                                   list(forward.outputs[:n_out]) + kept, forward.source_fn))
     return new_f, new_b, sources
+
+
+def _view_root(v, params):
+    """The value `v` is a same-size view of (through a chain of views), if that value is a node
+    output of F (not an input: inputs reach B anyway); else None."""
+    root = None
+    for _ in range(_MAX_DEPTH):
+        if v.kind != "node":
+            break
+        node = v.producer[0]
+        if not (node.is_primitive and node.op.name in _SAME_SIZE_VIEWS and len(node.outputs) == 1):
+            break
+        ins = [x for x in node.inputs if isinstance(x, Value)]
+        if len(ins) != 1:
+            break
+        v = root = ins[0]
+    if root is None or root.id in params or root.kind != "node":
+        return None
+    return root
+
+
+def _filled_prim(like_name):
+    from ...ops.primitive import get_primitive
+    return get_primitive(_FILLED[like_name])
 
 
 def _dead_code_free(g: Graph) -> Graph:
