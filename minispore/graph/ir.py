@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..ops.primitive import AbstractTensor, Primitive
+from ..ops.primitive import AbstractTensor, Primitive, interned_aval
 
 _ids = itertools.count()
 
@@ -240,7 +240,7 @@ class GraphBuilder:
         if v is None:
             if name is None:
                 name = getattr(tensor, "name", None) if hasattr(tensor, "requires_grad") else None
-            v = Value(AbstractTensor(tensor.shape, tensor.dtype), "capture", producer=tensor, name=name)
+            v = Value(interned_aval(tensor.shape, tensor.dtype), "capture", producer=tensor, name=name)
             self._capture_ids[id(tensor)] = v
             self.captures.append((v, tensor))
         return v

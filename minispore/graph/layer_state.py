@@ -160,29 +160,45 @@ def _walk(cell):
 
     Per cell the structure holds: its layout, its scalar values, its dtype names, its other
     attributes' tokens, its flags, its class attributes' values (user classes), then, for each
-    sub-cell, the sub-cell's name followed by that sub-cell's part."""
+    sub-cell, the sub-cell's name followed by that sub-cell's part.
+
+    This runs once per layer per compile over every sub-cell, on a model just built (its cells'
+    dicts are cold in the CPU caches), so the common cell - no hooks, no custom bprop, a layout
+    seen before - takes the shortest path: `_plain_call` (Cell keeps it False whenever hooks,
+    to_float or a bprop are in play) stands for the hook/bprop checks, and the layout is found
+    inline."""
     own, sig, seen = [], [], set()
-    append = sig.append
+    append, own_append, seen_add = sig.append, own.append, seen.add
     untracked = False
     stack = [(cell, "")]
     pop, push = stack.pop, stack.append
+    by_class_get = _by_class.get
     while stack:
         c, prefix = pop()
-        if type(c) is str:                     # a sub-cell's attribute name, in walk order
+        if prefix is None:                     # a sub-cell's attribute name, in walk order
             append(c)
             continue
         d = c.__dict__
-        if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
+        if not d.get("_plain_call") and (d.get("_forward_hooks") or d.get("_forward_pre_hooks")
+                                         or hasattr(type(c), "bprop")):
             return own, None, True
-        lay = _layout_of(c, d)
-        if lay.has_bprop:
-            return own, None, True
+        # the layout, inline (see _layout_of): most classes have exactly one
+        keys, types_ = tuple(d), tuple(map(type, d.values()))
+        lay = None
+        for k, t, known in by_class_get(type(c), ()):
+            if k == keys and t == types_:
+                lay = known
+                break
+        if lay is None:
+            lay = _layout_of(c, d)
         append(lay)           # the layout object stands for its key: one per key, hashed by identity
         append(lay.scalar_get(d))
-        for k in lay.dtype_keys:
-            append(d[k].name)
-        for k in lay.other_keys:
-            append(_token(d[k]))
+        if lay.dtype_keys:
+            for k in lay.dtype_keys:
+                append(d[k].name)
+        if lay.other_keys:
+            for k in lay.other_keys:
+                append(_token(d[k]))
         flags = d.get("_flags")
         if flags:
             append(tuple(flags.items()))
@@ -190,15 +206,18 @@ def _walk(cell):
             untracked = True
             for k, owner in lay.class_scalars:
                 append((k, d[k] if k in d else vars(owner).get(k)))
-        for k in lay.tensor_keys:
-            v = d[k]
-            if id(v) not in seen:
-                seen.add(id(v))
-                own.append((prefix + k, v))
-        for k, p in d["_params"].items():
-            if p is not None and id(p) not in seen:
-                seen.add(id(p))
-                own.append((prefix + k, p))
+        if lay.tensor_keys:
+            for k in lay.tensor_keys:
+                v = d[k]
+                if id(v) not in seen:
+                    seen_add(id(v))
+                    own_append((prefix + k, v))
+        params = d["_params"]
+        if params:
+            for k, p in params.items():
+                if p is not None and id(p) not in seen:
+                    seen_add(id(p))
+                    own_append((prefix + k, p))
         cells = d["_cells"]
         if cells:
             # pushed in reverse so they pop in order; each name is recorded before its subtree

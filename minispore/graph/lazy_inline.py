@@ -52,7 +52,7 @@ from ..common import grad_state
 from ..common.dtype import DType
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
-from ..ops.primitive import AbstractTensor
+from ..ops.primitive import AbstractTensor, interned_aval
 from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
 from .capture.trace import CaptureError, TraceSession, Tracer, user_source
@@ -185,11 +185,11 @@ def _capture_template(cell, args_template, leaves, own):
     from .verify import verify
 
     sub = TraceSession(f"{type(cell).__name__}_lazy", type(cell).construct)
-    arg_tracers = [sub.param(AbstractTensor(t.shape, t.dtype)) for t in leaves]
+    arg_tracers = [sub.param(interned_aval(t.shape, t.dtype)) for t in leaves]
     swapped = []
     try:
         for name, t in own:
-            tr = sub.param(AbstractTensor(t.shape, t.dtype), getattr(t, "name", None) or name)
+            tr = sub.param(interned_aval(t.shape, t.dtype), getattr(t, "name", None) or name)
             swapped.append((t, t._data, t.__class__))
             t._data = tr._data
         args, kwargs = pytree.fill(args_template, arg_tracers)

@@ -51,6 +51,22 @@ class AbstractTensor:
         return f"AbstractTensor(shape={self.shape}, dtype={self.dtype})"
 
 
+_INTERNED: dict = {}
+
+
+def interned_aval(shape, dtype) -> AbstractTensor:
+    """One shared AbstractTensor per (shape, dtype) (avals are never mutated). Graph builders use it
+    for captures and params, so comparing two graphs' signatures - a lazy_inline layer's CALL
+    against its callee, 32 times - mostly meets the same objects (an identity test)."""
+    key = (tuple(shape), dtype)
+    a = _INTERNED.get(key)
+    if a is None:
+        if len(_INTERNED) > 65536:          # (shapes seen by a long-lived process: keep it bounded)
+            _INTERNED.clear()
+        a = _INTERNED[key] = AbstractTensor(key[0], dtype)
+    return a
+
+
 class Primitive:
     """One operation. See the module docstring for the contract."""
 
@@ -113,5 +129,5 @@ def abstract(x):
     return x
 
 
-__all__ = ["AbstractTensor", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
+__all__ = ["AbstractTensor", "interned_aval", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
            "get_executor", "abstract", "mstype"]
