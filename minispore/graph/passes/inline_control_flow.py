@@ -100,6 +100,7 @@ class _Inliner:
 
     def clone(self, node, ins):
         attrs = node.attrs
+        changed = len(ins) != len(node.inputs) or any(a is not b for a, b in zip(ins, node.inputs))
         # a @lazy_inline layer's CALL stays a CALL of ONE shared callee (processed once, via memo):
         # inlining it here would undo what lazy_inline is for
         if node.op is IF or node.op is WHILE or node.op is CALL:
@@ -107,6 +108,14 @@ class _Inliner:
             for k, v in attrs.items():
                 if isinstance(v, Graph):
                     attrs[k] = _inline(v, self.memo)
+                    changed = changed or attrs[k] is not v
+        if not changed:
+            # nothing to rewrite: the node itself goes into the result (a graph without foldable
+            # control flow - a lazy_inline model's top level - comes back as it was, see _inline)
+            self.nodes.append(node)
+            if node.is_primitive:
+                self.fold(node)
+            return node.outputs
         new = Node(node.op, ins, attrs, (), node.multi, node.source)
         new.outputs = tuple(Value(o.aval, "node", producer=(new, i), name=o.name) for i, o in enumerate(node.outputs))
         self.nodes.append(new)
@@ -157,6 +166,10 @@ def _inline(graph, memo):
     outputs = r.process(graph, env)
     nodes, live = _dce(r.nodes, outputs)
     captures = [(v, t) for v, t in r.captures if v.id in live]
+    if (len(nodes) == len(graph.nodes) and all(a is b for a, b in zip(nodes, graph.nodes))
+            and len(captures) == len(graph.captures) and all(a is b for a, b in zip(outputs, graph.outputs))):
+        memo[id(graph)] = (graph, graph)      # unchanged: shared callees stay the same objects
+        return graph
     new = Graph(graph.name, graph.params, captures, nodes, outputs, graph.source_fn)
     new.notes.update(getattr(graph, "notes", {}))
     memo[id(graph)] = (graph, new)
