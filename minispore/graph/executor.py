@@ -28,7 +28,9 @@ after each step (`self.live_trace`).
 """
 from __future__ import annotations
 
+import operator
 import os
+from itertools import repeat
 
 import numpy as np
 
@@ -39,6 +41,13 @@ from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Slot, Value
 _PRIM, _IF, _WHILE, _CALL, _HOST = range(5)
 _KIND = {IF: _IF, WHILE: _WHILE, CALL: _CALL, HOST_CALL: _HOST}
 _UNSET = object()
+_ID = operator.attrgetter("id")
+_WIDE = 8                                  # nodes with this many inputs take the C-level path
+_ONLY_VALUE = {Value}
+
+
+def _types_of(xs):
+    return set(map(type, xs))
 
 
 def _check_kernels():
@@ -191,8 +200,22 @@ class O0Executor:
         steps_ins = []
         steps_outs = []
         for i, node in enumerate(g.nodes):
+            inputs, outputs = node.inputs, node.outputs
+            if len(inputs) >= _WIDE and _types_of(inputs) == _ONLY_VALUE:
+                # a wide node of Values only (a lazy_inline layer's Call): C-level maps instead of a
+                # Python step per value. last_use may now hold captures too: it is only read for
+                # params and node outputs.
+                ids = list(map(_ID, inputs))
+                steps_ins.append(tuple(map(slot_of.__getitem__, ids)))
+                last_use.update(zip(ids, repeat(i)))
+                start = len(template)
+                outs = tuple(range(start, start + len(outputs)))
+                slot_of.update(zip(map(_ID, outputs), outs))
+                template.extend(repeat(None, len(outputs)))
+                steps_outs.append(outs)
+                continue
             ins = []
-            for x in node.inputs:
+            for x in inputs:
                 if type(x) is Value or isinstance(x, Value):
                     ins.append(slot_of[x.id])
                     if x.kind != "capture":
@@ -202,7 +225,7 @@ class O0Executor:
                     template.append(x)
             steps_ins.append(tuple(ins))
             outs = []
-            for o in node.outputs:
+            for o in outputs:
                 slot_of[o.id] = len(template)
                 outs.append(len(template))
                 template.append(None)
