@@ -851,7 +851,8 @@ class CacheEntry:
         self.executor = executor
         self.compile_seconds = compile_seconds
         self.graph = result.graph
-        self.captures = [(t, tuple(t.shape), t.dtype) for g in result.graphs for _, t in g.captures]
+        # (the capture avals recorded what the tensors were when captured: verify() checked them)
+        self.captures = [(t, v.aval.shape, v.aval.dtype) for g in result.graphs for v, t in g.captures]
         self.grad_splits: dict = {}          # autodiff.py caches forward/backward splits here
         self.hits = 0
 
