@@ -157,9 +157,9 @@ def backward(outputs, douts, target_nodes):
         outs = node.outputs
         if type(outs) is tuple:
             douts_n = [pop_grad(id(o), None) for o in outs]
-            if all(d is None for d in douts_n):
+            if all([d is None for d in douts_n]):
                 continue
-            dout = tuple(d if d is not None else _zeros_like(o) for d, o in zip(douts_n, outs))
+            dout = tuple([d if d is not None else _zeros_like(o) for d, o in zip(douts_n, outs)])
         else:
             dout = pop_grad(id(outs), None)
             if dout is None:

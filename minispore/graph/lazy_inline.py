@@ -46,7 +46,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import logging
+import operator
 
 from ..common import grad_state
 from ..common.dtype import DType
@@ -154,10 +156,12 @@ def _const_key(t):
     """A hashable key for the constant parts of a call's template; objects are refused (their
     identity differs per call, so the call cannot share a subgraph)."""
     tt = type(t)
-    if tt in _SCALARS or tt is Slot:
-        return t.index if tt is Slot else (tt, t)
+    if tt is Slot:
+        return t.index
+    if tt in _SCALARS:
+        return (tt, t)
     if tt is tuple or tt is list:
-        return (tt, tuple(_const_key(x) for x in t))
+        return (tt, tuple(map(_const_key, t)))
     if tt is dict:
         return (tt, tuple((k, _const_key(v)) for k, v in t.items()))
     if isinstance(t, DType):
@@ -165,12 +169,51 @@ def _const_key(t):
     raise _NotConstant
 
 
-def _reuse_key(cell, template, leaves, structure, own):
+def _leaves_and_consts(args, kwargs):
+    """`(leaves, consts)`: `pytree.flatten_call(args, kwargs)`'s leaves and `_const_key` of its
+    template, in ONE walk and without building the template (only a first capture needs it);
+    consts is None where the template holds an object (see _const_key)."""
+    leaves: list = []
+    append = leaves.append
+
+    def walk(x):                        # flatten's order, _const_key's result
+        if isinstance(x, Tensor):
+            append(x)
+            return len(leaves) - 1
+        tt = type(x)
+        if tt in _SCALARS:
+            return (tt, x)
+        if tt is tuple or tt is list:
+            return (tt, tuple([walk(v) for v in x]))
+        if tt is dict:
+            return (tt, tuple([(k, walk(v)) for k, v in x.items()]))
+        if tt is Slot:
+            return x.index
+        if isinstance(x, DType):
+            return ("dtype", x.name)
+        raise _NotConstant             # (a namedtuple too: flatten keeps its type, _const_key refuses it)
+
+    kw = {k: kwargs[k] for k in sorted(kwargs)} if kwargs else {}
+    try:
+        return leaves, walk((tuple(args), kw))
+    except _NotConstant:
+        return leaves, None
+
+
+_SECOND = operator.itemgetter(1)
+
+
+def _reuse_key(cell, template, leaves, structure, own, consts=_UNSEEN):
+    """The template cache's key; `consts` is `_const_key(template)` when the caller has it
+    (None: not constant)."""
     if structure is None:
         return None
-    try:
-        consts = _const_key(template)
-    except _NotConstant:
+    if consts is _UNSEEN:
+        try:
+            consts = _const_key(template)
+        except _NotConstant:
+            return None
+    elif consts is None:
         return None
     # storage shape/dtype (an ndarray, or a tracer's SymbolicArray): cheaper than Tensor.shape
     avals = tuple([(t._data.shape, t._data.dtype) for t in leaves])
@@ -232,14 +275,15 @@ def call_cell(session, cell, args, kwargs):
     Returns the call's outputs, or NotImplemented to inline the cell as usual."""
     if not isinstance(session, TraceSession):
         return NotImplemented
-    leaves, template = pytree.flatten_call(args, kwargs)
+    leaves, consts = _leaves_and_consts(args, kwargs)
     state = describe(cell)       # (usually remembered from the state guard's walk before the capture)
     own = state.own
-    key = _reuse_key(cell, template, leaves, state.structure, own)
+    key = _reuse_key(cell, None, leaves, state.structure, own, consts)
     if key is None:
         return NotImplemented
     tmpl = _templates.get(key, _UNSEEN)        # one lookup: hashing the key is a per-layer cost
     if tmpl is _UNSEEN:
+        template = pytree.flatten_call(args, kwargs)[1]     # (the first call with this key only)
         try:
             captured = _capture_template(cell, template, leaves, own)
         except CaptureError:
@@ -251,10 +295,10 @@ def call_cell(session, cell, args, kwargs):
         tmpl = _templates[key] = _Template(captured[0], captured[1], cell.__dict__["_lazy_inline"])
     if tmpl is None:
         return NotImplemented
-    inputs = leaves + [t for _, t in own]
+    inputs = leaves + list(map(_SECOND, own))
     source = user_source()
-    if grad_state.depth and any(t._node is not None for t in inputs):
-        outs = _call_with_grad(session, tmpl, inputs, source)
+    if grad_state.depth and (mask := tuple([t._node is not None for t in inputs])) and any(mask):
+        outs = _call_with_grad(session, tmpl, inputs, mask, source)
         if outs is NotImplemented:
             return NotImplemented
     else:
@@ -293,7 +337,8 @@ class _Split:
                n_out + j
     """
 
-    __slots__ = ("forward", "backward", "n_out", "diff_outputs", "present", "sources", "f_avals", "b_avals")
+    __slots__ = ("forward", "backward", "n_out", "diff_outputs", "present", "sources", "f_avals", "b_avals",
+                 "residual_index", "diff_index", "n_present")
 
 
 def _split(tmpl, mask):
@@ -313,6 +358,11 @@ def _split(tmpl, mask):
     s.f_avals, s.b_avals = tuple(s.forward.output_avals), tuple(s.backward.output_avals)
     s.present = [o is not None for o in bwd.outputs]
     s.n_out, s.diff_outputs, s.sources = split.n_out, split.diff_outputs, sources
+    # what every call reads, computed once: the residuals as indices into (inputs + F's outputs)
+    n_in = len(mask)
+    s.residual_index = tuple(i if where == "in" else n_in + s.n_out + i for where, i in sources)
+    s.diff_index = tuple(s.diff_outputs)
+    s.n_present = sum(s.present)
     tmpl.splits[mask] = s
     return s
 
@@ -331,26 +381,29 @@ class LazyCallVJP:
         douts = list(dout) if isinstance(dout, tuple) else [dout]
         node = _emit(self.session, s.backward, s.b_avals, self.residuals + douts, self.policy, self.source)
         self.residuals = None              # differentiated once: let the values go
-        it = iter(_tracers(self.session, node.outputs))
+        grads = _tracers(self.session, node.outputs)
+        if s.n_present == len(s.present):
+            return tuple(grads)            # every input has a gradient (the usual layer)
+        it = iter(grads)
         return tuple([next(it) if p else None for p in s.present])
 
 
-def _call_with_grad(session, tmpl, inputs, source):
-    mask = tuple([t._node is not None for t in inputs])
+def _call_with_grad(session, tmpl, inputs, mask, source):
+    """`inputs`: the call's Tensors; `mask`: which of them are tracked (at least one)."""
     s = _split(tmpl, mask)
-    value_of = session.value_of
-    vals = [x if type(x) is Value else value_of(x) for x in inputs]
+    vals = list(map(session.value_of, inputs))
     node = _emit_values(session, s.forward, s.f_avals, vals, tmpl.policy, source)
     n_out = s.n_out
-    outs = _tracers(session, node.outputs[:n_out])
-    computed = node.outputs[n_out:]
-    # saved inputs are kept as their Values (looked up once, above), not looked up again in B
-    residuals = [vals[i] if where == "in" else computed[i] for where, i in s.sources]
-    diff = tuple([outs[i] for i in s.diff_outputs])
-    if diff:
-        tracked = tuple([t for t, m in zip(inputs, mask) if m])
-        grad_state.record(LazyCallVJP(session, s, residuals, tmpl.graph.name, tmpl.policy, source), tracked, {},
-                          diff)
+    f_outs = node.outputs
+    outs = _tracers(session, f_outs[:n_out])
+    # saved inputs are kept as their Values (looked up once, above), not looked up again in B;
+    # residual_index points into inputs + F's outputs (see _split)
+    vals_and_outs = vals + list(f_outs)
+    residuals = [vals_and_outs[i] for i in s.residual_index]
+    if s.diff_index:
+        diff = tuple([outs[i] for i in s.diff_index])
+        tracked = tuple(itertools.compress(inputs, mask))
+        grad_state.record(LazyCallVJP(session, s, residuals, tmpl.graph.name, tmpl.policy, source), tracked, {}, diff)
     return outs
 
 

@@ -17,19 +17,34 @@ def is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-def flatten(obj, is_leaf=is_tensor):
-    """`(leaves, template)` for a nested structure of tuples/lists/dicts."""
+def flatten(obj, is_leaf=is_tensor, leaf_types=None):
+    """`(leaves, template)` for a nested structure of tuples/lists/dicts.
+
+    A leaf is an object for which `is_leaf(x)` is true or, when `leaf_types` is given instead, an
+    instance of one of those types (tested inline: cheaper than a call per object)."""
     leaves: list = []
     append = leaves.append
-    tensors_only = is_leaf is is_tensor     # the common case, tested inline: this runs per output
+    if is_leaf is is_tensor and leaf_types is None:
+        leaf_types = Tensor                 # the common case, tested inline: this runs per output
 
     def walk(x):
-        if isinstance(x, Tensor) if tensors_only else is_leaf(x):
+        if isinstance(x, leaf_types) if leaf_types is not None else is_leaf(x):
             append(x)
             return Slot(len(leaves) - 1)
         t = type(x)
         if t is tuple or t is list:
-            items = [walk(v) for v in x]
+            if leaf_types is None:
+                items = [walk(v) for v in x]
+            else:
+                # leaves inline (a step returns a tuple of hundreds of gradients): no call per leaf
+                items = []
+                add = items.append
+                for v in x:
+                    if isinstance(v, leaf_types):
+                        append(v)
+                        add(Slot(len(leaves) - 1))
+                    else:
+                        add(walk(v))
             return tuple(items) if t is tuple else items
         if t is dict:
             return {k: walk(v) for k, v in x.items()}

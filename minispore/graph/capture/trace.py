@@ -109,10 +109,11 @@ class SymbolicArray:
     __slots__ = ("value", "shape", "dtype", "mdtype", "session")
 
     def __init__(self, value: Value, session):
+        aval = value.aval
         self.value = value
-        self.shape = value.aval.shape
-        self.mdtype = value.aval.dtype
-        self.dtype = value.aval.dtype.np
+        self.shape = aval.shape
+        self.mdtype = mdtype = aval.dtype
+        self.dtype = mdtype.np
         self.session = session
 
     @property
@@ -363,6 +364,7 @@ class TraceSession:
         self.lifted: list = []            # (outer Value, param Value) for values lifted from enclosing sessions
         self._lifted_ids: dict = {}
         self._storage: dict = {}          # id(captured tensor) -> (tensor, its storage at capture)
+        self._capture_ids_get = self.builder._capture_ids.get     # value_of's fast path
 
     # -- building ------------------------------------------------------------------------------
     def param(self, aval, name=None) -> "Tracer":
@@ -418,7 +420,12 @@ class TraceSession:
             if type(x) is Tensor:
                 x.__class__ = Tracer         # a storage copy made by autodiff (same layout): see docstring
             return d.value
-        if id(x) not in self._storage:
+        if id(x) in self._storage:
+            # a tensor captured before (a step reads each weight in forward and backward): no call
+            v = self._capture_ids_get(id(x))
+            if v is not None:
+                return v
+        else:
             self._storage[id(x)] = (x, d)
         return self.builder.capture(x)
 
@@ -507,17 +514,10 @@ class TraceSession:
     # outputs
     def output_values(self, out):
         """Flatten the function's result into graph outputs and a template."""
-        flat = []
-
-        def leaf(x):
-            return isinstance(x, (Tensor, HostResult))
-
-        leaves, template = pytree.flatten(out, is_leaf=leaf)
-        for i, x in enumerate(leaves):
-            if isinstance(x, HostResult):
-                flat.append(x.value)
-            else:
-                flat.append(self.value_of(x))
+        leaves, template = pytree.flatten(out, leaf_types=(Tensor, HostResult))
+        value_of = self.value_of
+        # (a training step returns hundreds of gradients: one comprehension, no per-leaf appends)
+        flat = [x.value if isinstance(x, HostResult) else value_of(x) for x in leaves]
         _check_constants(template, self.name)
         return flat, template
 
