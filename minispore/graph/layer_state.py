@@ -24,6 +24,7 @@ the first difference ("layers.3.attention.attn_dropout.training changed: True ->
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import types
 
@@ -39,13 +40,30 @@ _IMMUTABLE_OBJECTS = (types.FunctionType, types.BuiltinFunctionType, types.Modul
 
 
 class LayerState:
-    __slots__ = ("cell", "own", "structure", "epoch", "untracked")
+    """`token` stands for `structure` in keys: equal structures get the same small int (hashing a
+    ~45-element tuple again at every dictionary lookup would cost more than the lookup)."""
+
+    __slots__ = ("cell", "own", "structure", "epoch", "untracked", "token")
 
     def __init__(self, cell, own, structure, epoch, untracked):
         self.cell, self.own, self.structure, self.epoch, self.untracked = cell, own, structure, epoch, untracked
+        self.token = None if structure is None else _token_of(structure)
 
     def own_ids(self):
         return tuple([id(t) for _, t in self.own])
+
+
+_TOKENS: dict = {}      # structure -> its token
+_NEXT_TOKEN = itertools.count(1)        # never reused: a token always means one structure
+
+
+def _token_of(structure):
+    token = _TOKENS.get(structure)
+    if token is None:
+        if len(_TOKENS) > 4096:             # (a long-lived process: keep it bounded)
+            _TOKENS.clear()
+        token = _TOKENS[structure] = next(_NEXT_TOKEN)
+    return token
 
 
 # -- layouts: how to read the cells of one class with one set of attribute names and types ------------

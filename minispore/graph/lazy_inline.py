@@ -278,7 +278,7 @@ def call_cell(session, cell, args, kwargs):
     leaves, consts = _leaves_and_consts(args, kwargs)
     state = describe(cell)       # (usually remembered from the state guard's walk before the capture)
     own = state.own
-    key = _reuse_key(cell, None, leaves, state.structure, own, consts)
+    key = _reuse_key(cell, None, leaves, state.token, own, consts)
     if key is None:
         return NotImplemented
     tmpl = _templates.get(key, _UNSEEN)        # one lookup: hashing the key is a per-layer cost

@@ -158,3 +158,13 @@ def test_registries_survive_pickling():
     r2 = pickle.loads(pickle.dumps(r))
     assert type(r2) is Registry and dict(r2) == {"a": 1}
     assert type(Block()._params) is Registry
+
+
+def test_tokens_stand_for_structures_and_are_never_reused(monkeypatch):
+    from minispore.graph import layer_state
+    a, b, c = Block(), Block(), Block(rate=0.5)
+    ta, tb, tc = describe(a).token, describe(b).token, describe(c).token
+    assert ta == tb != tc
+    monkeypatch.setattr(layer_state, "_TOKENS", {})          # as if the table had been cleared
+    forget()
+    assert describe(c).token not in (ta, tc)                  # a fresh token, not an old one
