@@ -42,12 +42,6 @@ _PRIM, _IF, _WHILE, _CALL, _HOST = range(5)
 _KIND = {IF: _IF, WHILE: _WHILE, CALL: _CALL, HOST_CALL: _HOST}
 _UNSET = object()
 _ID = operator.attrgetter("id")
-_WIDE = 8                                  # nodes with this many inputs take the C-level path
-_ONLY_VALUE = {Value}
-
-
-def _types_of(xs):
-    return set(map(type, xs))
 
 
 def _check_kernels():
@@ -117,6 +111,22 @@ def _fill_template(template, args):
     return template
 
 
+def _frees_by_step(steps, last_use, keep):
+    """The slots to free after each step: a tuple per step, in schedule order. A node output is
+    freed after its last reader (`last_use`: slot -> step index), or after its own step when
+    nothing reads it; a slot in `keep` (a graph output) is never freed."""
+    n = len(steps)
+    free_after = dict(last_use)
+    free_after.update(zip(keep, repeat(n)))         # (a kept slot lands past the last step)
+    get = free_after.get
+    by_step = [[] for _ in range(n + 1)]
+    for i, step in enumerate(steps):
+        for s in step.outs:
+            by_step[get(s, i)].append(s)
+    del by_step[n]
+    return list(map(tuple, by_step))
+
+
 _callee_memo = None     # (memory helper) id(callee graph) -> executor, while one top-level plan is built
 
 
@@ -178,88 +188,75 @@ class O0Executor:
 
     # -- planning ---------------------------------------------------------------------------------
     def _build(self):
-        # Written as flat loops over each node's values (no helper call per value): plan building
-        # is paid per node at every compile, and a lazy_inline model's Call nodes carry tens of
-        # values each.
+        # Plan building is paid at every compile, per value of the graph (a lazy_inline model's top
+        # level has two wide Call nodes per layer, tens of values each), so every value is touched
+        # by as few short loops as possible: pass 1 places inputs and outputs and notes each slot's
+        # last reader, `_frees_by_step` buckets the frees. Values are dict keys themselves (hashed
+        # by identity), which saves reading every `.id`.
         g = self._graph
-        slot_of: dict[int, int] = {}
-        template: list = []
-        for p in g.params:
-            slot_of[p.id] = len(template)
-            template.append(None)
+        nodes = g.nodes
+        n_p, n_c = len(g.params), len(g.captures)
+        slot_of: dict = dict(zip(g.params, range(n_p)))            # Value -> its slot
         capture_slots = []
+        s = n_p
         for v, t in g.captures:
-            slot_of[v.id] = len(template)
-            capture_slots.append((len(template), t))
-            template.append(None)
+            slot_of[v] = s
+            capture_slots.append((s, t))
+            s += 1
         self._capture_slots = capture_slots
+        template: list = [None] * (n_p + n_c)
 
-        # input slots of every step (a constant gets its own slot, filled in the template), the
-        # last use of each node-output / param value, and the output slots, in one pass
-        last_use: dict[int, int] = {}
-        steps_ins = []
-        steps_outs = []
-        for i, node in enumerate(g.nodes):
-            inputs, outputs = node.inputs, node.outputs
-            if len(inputs) >= _WIDE and _types_of(inputs) == _ONLY_VALUE:
-                # a wide node of Values only (a lazy_inline layer's Call): C-level maps instead of a
-                # Python step per value. last_use may now hold captures too: it is only read for
-                # params and node outputs.
-                ids = list(map(_ID, inputs))
-                steps_ins.append(tuple(map(slot_of.__getitem__, ids)))
-                last_use.update(zip(ids, repeat(i)))
-                start = len(template)
-                outs = tuple(range(start, start + len(outputs)))
-                slot_of.update(zip(map(_ID, outputs), outs))
-                template.extend(repeat(None, len(outputs)))
-                steps_outs.append(outs)
-                continue
+        # pass 1: every step, without its frees: input slots (a constant gets its own slot, filled
+        # in the template), output slots and dtypes, and the last reader of every slot. (Plain
+        # loops: on CPython 3.11 they beat C-level maps for this, short bodies per value.)
+        last_use: dict = {}                        # slot -> the last node reading it (nodes come in order)
+        npdt_of: dict = {}                         # id(aval) -> its NumPy dtype (graphs share few avals)
+        call_npdt: dict = {}                       # id(callee) -> its Call nodes' output dtypes
+        callees: dict = {}                         # id(callee) -> its executor, within this build
+        steps = []
+        for i, node in enumerate(nodes):
             ins = []
-            for x in inputs:
+            for x in node.inputs:
                 if type(x) is Value or isinstance(x, Value):
-                    ins.append(slot_of[x.id])
-                    if x.kind != "capture":
-                        last_use[x.id] = i
+                    s = slot_of[x]
+                    ins.append(s)
+                    last_use[s] = i
                 else:
                     ins.append(len(template))
                     template.append(x)
-            steps_ins.append(tuple(ins))
-            outs = []
+            ins = tuple(ins)
+            outputs = node.outputs
+            start = s = len(template)
             for o in outputs:
-                slot_of[o.id] = len(template)
-                outs.append(len(template))
-                template.append(None)
-            steps_outs.append(tuple(outs))
-        keep = {o.id for o in g.outputs if isinstance(o, Value)}
-        param_frees: dict[int, list[int]] = {}
-        for p in g.params:
-            if p.id not in keep and p.id in last_use:
-                param_frees.setdefault(last_use[p.id], []).append(slot_of[p.id])
-
-        # one pass builds the steps: the slots freed after step i come from outputs of steps <= i,
-        # so they are all known once step i's own outputs are placed (parameters' frees come last)
-        frees_at: list[list[int]] = [[] for _ in g.nodes]
-        npdt_of: dict = {}               # id(aval) -> its NumPy dtype (graphs share few avals)
-        steps = []
-        for i, node in enumerate(g.nodes):
-            npdt = []
-            for o in node.outputs:
-                if o.id not in keep:
-                    frees_at[last_use.get(o.id, i)].append(slot_of[o.id])
-                a = o.aval
-                dt = npdt_of.get(id(a), _UNSET)
-                if dt is _UNSET:
-                    dt = npdt_of[id(a)] = a.dtype.np if a is not OPAQUE else None
-                npdt.append(dt)
-            frees = frees_at[i]
-            if i in param_frees:
-                frees = frees + param_frees[i]
+                slot_of[o] = s
+                s += 1
+            outs = tuple(range(start, s))
+            template += repeat(None, s - start)
+            # every Call of one callee has outputs of the callee's dtypes (verify checks it)
+            key = id(node.attrs.get("graph")) if node.op is CALL else None
+            npdt = call_npdt.get(key)
+            if npdt is None or len(npdt) != len(outs):
+                npdt = []
+                for o in outputs:
+                    a = o.aval
+                    dt = npdt_of.get(id(a), _UNSET)
+                    if dt is _UNSET:
+                        dt = npdt_of[id(a)] = a.dtype.np if a is not OPAQUE else None
+                    npdt.append(dt)
+                npdt = tuple(npdt)
+                if key is not None:
+                    call_npdt[key] = npdt
             if node.is_primitive:
-                steps.append(_Step(_PRIM, node.op.kernel, steps_ins[i], node.attrs, steps_outs[i], tuple(frees),
-                                   tuple(npdt), node, None))   # (the current backend's kernel)
-                continue
+                steps.append(_Step(_PRIM, node.op.kernel, ins, node.attrs, outs, (), npdt, node, None))
+                continue                            # (the current backend's kernel)
             kind = _KIND[node.op]
-            if kind == _IF:
+            if kind == _CALL:
+                fn = None
+                callee = node.attrs["graph"]
+                sub = callees.get(id(callee))
+                if sub is None:                     # (memory helper) one executor per callee
+                    sub = callees[id(callee)] = _callee_executor(self._subgraph(callee))
+            elif kind == _IF:
                 fn = None
                 sub = (O0Executor(self._subgraph(node.attrs["then_graph"])),
                        O0Executor(self._subgraph(node.attrs["else_graph"])))
@@ -267,19 +264,38 @@ class O0Executor:
                 fn = None
                 sub = (O0Executor(self._subgraph(node.attrs["cond_graph"])),
                        O0Executor(self._subgraph(node.attrs["body_graph"])))
-            elif kind == _CALL:
-                fn = None
-                sub = _callee_executor(self._subgraph(node.attrs["graph"]))     # (memory helper) one per callee
             else:
                 fn = node.attrs["fn"]
                 sub = node.attrs.get("template")
-            steps.append(_Step(kind, fn, steps_ins[i], {}, steps_outs[i], tuple(frees), tuple(npdt), node, sub))
+            steps.append(_Step(kind, fn, ins, {}, outs, (), npdt, node, sub))
+
+        graph_outs = g.outputs
+        out_slot_list = [slot_of[o] if type(o) is Value or isinstance(o, Value) else None for o in graph_outs]
+        keep = set(out_slot_list)
+        keep.discard(None)
+
+        # the slots freed after each step: a node output after its last reader (after its own node
+        # when nothing reads it), a param after its last reader; graph outputs never
+        frees = _frees_by_step(steps, last_use, keep)
+        for s, p in enumerate(g.params):            # (a step frees params after node outputs)
+            if slot_of[p] == s and s not in keep and s in last_use:
+                frees[last_use[s]] += (s,)
+        for step, f in zip(steps, frees):
+            step.frees = f
         self._steps = steps
         self._template = template
-        self._out_slots = [slot_of[o.id] if isinstance(o, Value) else None for o in g.outputs]
-        self._outputs = list(g.outputs)
-        self._slot_value = {s: vid for vid, s in slot_of.items()}
-        self._n_params = len(g.params)
+        self._out_slots = out_slot_list
+        self._outputs = list(graph_outs)
+        self._slot_of = slot_of
+        self._n_params = n_p
+
+    @property
+    def _slot_value(self):
+        """{slot: id of the Value it holds} (record_live, multi-stream planning), made on first use."""
+        sv = self.__dict__.get("_slot_value_map")
+        if sv is None:
+            sv = self._slot_value_map = dict(zip(self._slot_of.values(), map(_ID, self._slot_of)))
+        return sv
 
     # -- running ------------------------------------------------------------------------------------
     def _load_captures(self, env):

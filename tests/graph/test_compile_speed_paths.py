@@ -4,7 +4,8 @@ A lazy_inline model's top graph calls the same layer graphs from every layer. `v
 Call node's signature with one list comparison against the callee's avals (listed once per verify),
 and the output/input checks run inline; these tests make sure the shortcuts still catch every
 broken invariant in any layer, with the same message as the value-by-value checks, and that each
-shared callee is verified (and given an executor) once.
+shared callee is verified (and given an executor) once; and that the O0 plan (slots, frees, dtypes)
+equals a value-by-value reference.
 """
 import numpy as np
 import pytest
@@ -169,3 +170,78 @@ def test_o1_fusion_of_many_calls_keeps_results():
     assert [n.op for n in ex1.graph.nodes] == [CALL] * 12
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(ex1.run(x)[0], ex0.run(x)[0], rtol=1e-6)
+
+
+# -- the O0 plan: frees, slots and dtypes against a value-by-value reference -------------------------------
+def _reference_frees(g):
+    """Slots (by value) to free after each node, computed naively: a node output after its last
+    reader (its own node when unread), a param after its last reader, graph outputs never; node
+    outputs in schedule order first, then params."""
+    kept = {id(o) for o in g.outputs if isinstance(o, Value)}
+    last = {}
+    for i, node in enumerate(g.nodes):
+        for x in node.inputs:
+            if isinstance(x, Value):
+                last[id(x)] = i
+    frees = [[] for _ in g.nodes]
+    for i, node in enumerate(g.nodes):
+        for o in node.outputs:
+            if id(o) not in kept:
+                frees[last.get(id(o), i)].append(o)
+    for p in g.params:
+        if id(p) not in kept and id(p) in last:
+            frees[last[id(p)]].append(p)
+    return frees
+
+
+def mixed_graph():
+    """Wide Calls (captured weights), a constant input, an unread output, a param returned as an
+    output and a param read only by the first node."""
+    layer = layer_graph()
+    b = GraphBuilder("mixed")
+    x, y, z = b.param(A(2, 3)), b.param(A(2, 3)), b.param(A(2, 3))
+    scaled = b.add_node(mul, [x, 2.0], {}, A(2, 3)).outputs[0]
+    b.add_node(add, [scaled, y], {}, A(2, 3))                     # read by nobody
+    h = scaled
+    for i in range(10):
+        w = b.capture(ms.Tensor(np.full((2, 3), i + 1, np.float32)))
+        bias = b.capture(ms.Tensor(np.ones((2, 3), np.float32)))
+        h = b.add_structural(CALL, [h, w, bias], {"graph": layer}, [A(2, 3), A(2, 3)]).outputs[0]
+    return b.finish([h, z, scaled])
+
+
+@pytest.mark.parametrize("make", [lambda: stacked(20)[0], mixed_graph])
+def test_plan_frees_and_slots_match_a_naive_reference(make):
+    g = make()
+    verify(g)
+    ex = O0Executor(g)
+    slot_value = ex._slot_value
+    for step, node, want in zip(ex._steps, g.nodes, _reference_frees(g)):
+        assert [slot_value[s] for s in step.frees] == [v.id for v in want]
+        assert [slot_value[s] for s in step.outs] == [o.id for o in node.outputs]
+        assert [slot_value.get(s) for s in step.ins] == [x.id if isinstance(x, Value) else None for x in node.inputs]
+        for s, x in zip(step.ins, node.inputs):            # constants sit in the template
+            if not isinstance(x, Value):
+                assert ex._template[s] == x
+        assert step.npdt == tuple(o.aval.dtype.np for o in node.outputs)
+    assert [slot_value.get(s) for s in ex._out_slots] == [o.id for o in g.outputs]
+    assert [slot_value[s] for s, _ in ex._capture_slots] == [v.id for v, _ in g.captures]
+
+
+def test_mixed_plan_runs_and_frees_what_the_reference_frees():
+    g = mixed_graph()
+    ex = O0Executor(g, record_live=True)
+    x, y, z = (np.full((2, 3), v, np.float32) for v in (1.0, 2.0, 3.0))
+    h, z_out, scaled = ex.run(x, y, z)
+    want = x.astype(np.float64) * 2
+    for i in range(10):
+        want = want * (i + 1) + 1
+    np.testing.assert_allclose(h, want, rtol=1e-6)
+    np.testing.assert_array_equal(z_out, z)
+    np.testing.assert_array_equal(scaled, x * 2)
+    # live after each step: params, captures and node outputs so far, less what the reference freed
+    defined, freed = {p.id for p in g.params} | {v.id for v, _ in g.captures}, set()
+    for node, live, frees in zip(g.nodes, ex.live_trace, _reference_frees(g)):
+        defined |= {o.id for o in node.outputs}
+        freed |= {v.id for v in frees}
+        assert live == defined - freed
