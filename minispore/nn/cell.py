@@ -458,7 +458,8 @@ def _runs_on_host(cell):
     if not _HOST_CLASSES:            # (imported on first use: optim imports this module)
         from .optim.optimizer import LearningRateSchedule, Optimizer
         _HOST_CLASSES = (Optimizer, LearningRateSchedule)
-    return isinstance(cell, _HOST_CLASSES) or getattr(cell, "jit_host_call", False)
+    # (read on the class: on the instance a missing name goes through Cell.__getattr__ and raises)
+    return isinstance(cell, _HOST_CLASSES) or getattr(type(cell), "jit_host_call", False)
 
 
 def _any_tracked(args):

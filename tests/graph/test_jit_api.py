@@ -264,3 +264,31 @@ def test_host_cells_run_eagerly_in_graph_mode(graph_mode):
     opt((t([[1.0, 2.0]]),))
     np.testing.assert_allclose(net.weight.asnumpy(), w0 - [[1.0, 2.0]], rtol=1e-6)
     assert cell_graph_function(opt) is None
+
+
+def test_a_cell_class_can_opt_in_to_running_on_the_host():
+    from minispore.graph import HOST_CALL
+
+    class Counter(ms.nn.Cell):
+        jit_host_call = True
+
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
+
+        def construct(self, x):
+            self.calls += 1                  # Python state: runs eagerly, at run time
+            return x
+
+    counter = Counter()
+
+    def fn(x):
+        return counter(x * 2)               # a host call's result is a Python value of the run
+
+    jf = ms.jit(fn, capture_mode="trace")
+    x = ms.Tensor(np.ones(3, np.float32))
+    graph = jf.compile(x).graph
+    assert any(n.op is HOST_CALL for n in graph.nodes)
+    before = counter.calls
+    np.testing.assert_allclose(jf(x).asnumpy(), np.full(3, 2.0))
+    assert counter.calls == before + 1
