@@ -523,6 +523,9 @@ class FusedPrimitive(Primitive):
         return outs if len(outs) > 1 else outs[0]
 
 
+_WRAPPER_CODE: dict = {}     # (wrapper source, kernel name) -> its code object
+
+
 def _make_wrapper(prim: FusedPrimitive, module):
     """A Python function `kernel(*inputs) -> output(s)` calling the C kernel: allocates the outputs,
     passes every buffer as a pointer (cffi's `from_buffer`, ~0.1 us each), and checks each input's
@@ -555,7 +558,12 @@ def _make_wrapper(prim: FusedPrimitive, module):
     lines.append(f"    _k({', '.join(args)})")
     lines.append(f"    return {outs[0] if len(outs) == 1 else '(' + ', '.join(outs) + ')'}")
     src = "\n".join(lines) + "\n"
-    exec(compile(src, f"<fused kernel {prim.name}>", "exec"), ns)
+    code = _WRAPPER_CODE.get((src, prim.name))
+    if code is None:                 # (compiling the source is most of the cost: every O1 compile asks)
+        if len(_WRAPPER_CODE) > 4096:
+            _WRAPPER_CODE.clear()
+        code = _WRAPPER_CODE[src, prim.name] = compile(src, f"<fused kernel {prim.name}>", "exec")
+    exec(code, ns)
     fn = ns[prim.symbol]
     fn.source = src
     return fn
