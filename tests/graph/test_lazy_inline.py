@@ -240,3 +240,32 @@ def test_other_capture_modes_keep_the_shared_calls_and_agree(capture_mode):
     np.testing.assert_allclose(loss.asnumpy(), loss_f.asnumpy(), rtol=1e-6)
     for a, b in zip(grads, grads_f):
         np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_state_changes_inside_a_lazy_layer_recompile_with_a_precise_reason():
+    """jit guards a lazy layer as one unit (layer_state): a change through the Cell API anywhere in
+    it is seen, named, and compiled again - and the new graph reflects it."""
+    x, y = tokens()
+    net = llama(3, lazy=True)
+    net.set_train(True)
+    jf, gf = train_step(net)
+    jf(x, y)
+    jf(x, y)
+    assert jf.cache().compiles == 1                  # unchanged state: the O(1) guard passes
+    net.layers[1].attention.resid_dropout.set_train(False)
+    jf(x, y)
+    assert jf.cache().compiles == 2
+    assert jf.cache().recompile_reasons[-1].endswith(
+        "layers.1.attention.resid_dropout.training changed: True -> False")
+    # a replaced weight in one layer (a second jitted step, so the reason is about this change only)
+    jf2, _ = train_step(net)
+    jf2(x, y)
+    w = net.layers[2].feed_forward.w2.weight
+    net.layers[2].feed_forward.w2.weight = ms.Parameter(ms.Tensor(w.asnumpy() * 0), name=w.name)
+    jf2(x, y)
+    assert jf2.cache().compiles == 2
+    assert jf2.cache().recompile_reasons[-1].endswith("layers.2.feed_forward.w2.weight was replaced by another object")
+    net.set_train(False)
+    ref_loss, _ = train_step(net)[1](x, y)           # PyNative on the current state
+    loss, _ = jf(x, y)
+    np.testing.assert_allclose(loss.asnumpy(), ref_loss.asnumpy(), rtol=1e-6)
