@@ -10,7 +10,11 @@ A compiled graph is only valid for the assumptions made while capturing it. Each
 * **object state** (`StateGuard`): the plain scalar attributes of those objects, of the objects
   the function's closure/globals hold (one function deep: `grad_fn` -> `net`), and of every object
   in their dict attributes (a Cell's sub-cells), plus the identity of each sub-cell and Parameter:
-  `net.set_train(False)`, a changed dropout rate or a replaced Parameter selects another graph;
+  `net.set_train(False)`, a changed dropout rate or a replaced Parameter selects another graph.
+  A `@lazy_inline` layer is guarded as one unit by the signature lazy_inline reads to share its
+  subgraph (layer_state.py): checking it is O(1) while no Cell changes (the Cell state epoch,
+  common/state_epoch.py), so a change made through the Cell API is always seen, but a write that
+  bypasses it (`cell.__dict__[k] = v`) inside a lazy layer is not;
 * **globals and closure variables** the function's code names: a Tensor or other object by
   identity (a rebound global gets a new graph), a Python scalar/string/tuple by value;
 * **captured tensors**: each still has the shape and dtype it had at capture;
