@@ -393,7 +393,11 @@ class StateGuard:
         if None in lays:
             for i, lay in enumerate(lays):
                 if lay is None:
-                    lays[i] = _OBJECT_LAYOUTS.setdefault(lkeys[i], _ObjectLayout(dicts[i]))
+                    # (looked up again: an earlier object of this level may have just made it)
+                    lay = _OBJECT_LAYOUTS.get(lkeys[i])
+                    if lay is None:
+                        lay = _OBJECT_LAYOUTS[lkeys[i]] = _ObjectLayout(dicts[i])
+                    lays[i] = lay
         self._objs += objs
         self._keys += keys
         self._labels += labels
@@ -474,9 +478,11 @@ class StateGuard:
         if None in lays:
             for i, lay in enumerate(lays):
                 if lay is None:
-                    lay = _RegistryLayout(dicts[i])
-                    if all(map(_type_determined, types_[i])):       # else: classified for this dict only
-                        lay = _REGISTRY_LAYOUTS.setdefault(rkeys[i], lay)
+                    lay = _REGISTRY_LAYOUTS.get(rkeys[i])      # (made by an earlier dict of this level?)
+                    if lay is None:
+                        lay = _RegistryLayout(dicts[i])
+                        if all(map(_type_determined, types_[i])):   # else: classified for this dict only
+                            _REGISTRY_LAYOUTS[rkeys[i]] = lay
                     lays[i] = lay
         next_labels, next_objs = [], []
         for lay, ds, ls in _by_layout(lays, dicts, labels):
