@@ -150,9 +150,25 @@ def _compile_seconds(n_layers: int, lazy: bool, jit_level: str, seed: int, captu
     try:
         t = time.process_time()
         entry = jf.compile(x, y)
+        _LAST_PHASES.clear()
+        _LAST_PHASES.update(entry.phases)
         return time.process_time() - t, len(entry.graph.nodes)
     finally:
         gc.enable()
+
+
+_LAST_PHASES: dict = {}     # the phases (seconds) of the last `_compile_seconds` (CacheEntry.phases)
+
+
+def _phase_breakdown(level: str, repeats: int):
+    """Per-extra-layer cost of each compile phase, lazy blocks, trace capture (min over repeats)."""
+    best: dict = {4: {}, 32: {}}
+    for r in range(repeats):
+        for n in (4, 32):
+            _compile_seconds(n, True, level, r)
+            for k, v in _LAST_PHASES.items():
+                best[n][k] = min(best[n].get(k, v), v)
+    return {k: (best[4][k], best[32][k]) for k in best[32]}
 
 
 def section_lazy(repeats: int):
@@ -179,6 +195,14 @@ def section_lazy(repeats: int):
         print(f"| {capture} | {level} | {name} | {m4 * 1e3:.1f} ms | {m32 * 1e3:.1f} ms | **{m32 / m4:.2f}** "
               f"| {per_layer * 1e6:.0f} us | {n4} / {n32} |")
         rows.append((capture, level, lazy, m4, m32))
+    print()
+    print("Where a lazy layer's compile time goes (CacheEntry.phases, wall time, minimum of "
+          f"{repeats}; trace capture; per extra layer = (32 layers - 4 layers) / 28):\n")
+    print("| jit_level | phase | 4 layers | 32 layers | per extra layer |")
+    print("|---|---|---:|---:|---:|")
+    for level in ("O0", "O1"):
+        for phase, (a, b) in _phase_breakdown(level, repeats).items():
+            print(f"| {level} | {phase} | {a * 1e3:.2f} ms | {b * 1e3:.2f} ms | {(b - a) / 28 * 1e6:.0f} us |")
     print()
     return rows
 

@@ -276,34 +276,47 @@ def _wrap_flat(graph, outs):
 
 
 def _compile(jf, fn, cache, key, args, kwargs, reason):
-    t0 = time.perf_counter()
+    clock = time.perf_counter
+    t0 = clock()
     # the object state the capture will read, snapshotted BEFORE it runs (a trace may itself change
     # state, e.g. a cache position: that side effect happens only now, so the next call must not
     # match a snapshot taken after it)
     _, template = pytree.flatten_call(args, kwargs)
     state = StateGuard(state_roots(template, jf._globals))
+    phases = {"state guard": clock() - t0}      # where compile time goes (CacheEntry.phases)
     capture, mode = get_capture_mode(jf.capture_mode)
     req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)
     # (memory helper) compile cache: a graph stored on disk by an earlier process skips capture
+    t = clock()
     cached, ckey = _ccache.load(jf, fn, args, kwargs) if _ccache.enabled() else (None, None)
     if cached is not None:
         result = cached                    # checked by the cache (checksums, versions, sources, paths)
+        phases["cache load"] = clock() - t
     else:
+        if ckey is not None:
+            phases["cache lookup"] = clock() - t
+        t = clock()
         result = capture(req)
         if not isinstance(result, CaptureResult):
             raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
         result = _lazy_finish(result)       # (memory helper) lazy_inline policy="front"
         state.note_capture_writes()         # scalars the capture created on objects are guarded too
+        t1 = clock()
         for g in result.graphs:
             verify(g)
+        t2 = clock()
+        phases["capture"], phases["verify"] = t1 - t, t2 - t1
         _ccache.count_capture()
         if ckey is not None:
             _ccache.store(jf, fn, args, kwargs, result, ckey)
+            phases["cache store"] = clock() - t2
     _forget_layer_states()                  # (the guard's walk remembered them for the capture only)
     executor = None
+    t = clock()
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)
-    entry = CacheEntry(key, result, executor, time.perf_counter() - t0, state)
+    phases["passes + executor"] = clock() - t
+    entry = CacheEntry(key, result, executor, clock() - t0, state, phases)
     cache.note_compile(key, entry, reason)
     if dump_enabled():
         for g in result.graphs:

@@ -854,8 +854,11 @@ def explain_miss(old_key, new_key) -> str:
 class CacheEntry:
     """One compiled version of a function: its key, capture result and executor."""
 
-    def __init__(self, key, result, executor, compile_seconds, state=None):
+    def __init__(self, key, result, executor, compile_seconds, state=None, phases=None):
         self.key = key
+        # seconds per compile phase: "state guard", "capture", "verify", "passes + executor" (and
+        # "cache lookup" / "cache load" / "cache store" with the compile cache on)
+        self.phases = dict(phases or {})
         self.state = state
         self.result = result
         self.executor = executor

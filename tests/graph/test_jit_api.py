@@ -292,3 +292,11 @@ def test_a_cell_class_can_opt_in_to_running_on_the_host():
     before = counter.calls
     np.testing.assert_allclose(jf(x).asnumpy(), np.full(3, 2.0))
     assert counter.calls == before + 1
+
+
+def test_compile_entry_reports_where_compile_time_went():
+    jf = ms.jit(lambda x: ops.tanh(x) * 2 + 1, capture_mode="trace")
+    entry = jf.compile(ms.Tensor(np.ones(3, np.float32)))
+    assert list(entry.phases) == ["state guard", "capture", "verify", "passes + executor"]
+    assert all(v >= 0 for v in entry.phases.values())
+    assert sum(entry.phases.values()) <= entry.compile_seconds
