@@ -61,6 +61,7 @@ from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
 from .graph import compile_cache as _ccache                       # (memory helper) on-disk graph cache
 from .graph.layer_state import forget as _forget_layer_states
+from .graph import lazy_inline as _lazy
 from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) lazy_inline "front"
 
 CAPTURE_MODES = ("ast", "bytecode", "trace")
@@ -415,7 +416,6 @@ def cell_call(cell, args, kwargs, host=False):
             if notes is not None:
                 notes.setdefault("custom_bprop", []).append(type(cell).__name__)
         if "_lazy_inline" in cell.__dict__:             # (memory helper) @lazy_inline: one shared subgraph
-            from .graph import lazy_inline as _lazy
             if _lazy.is_lazy(cell):
                 out = _lazy.call_cell(session, cell, args, kwargs)
                 if out is not NotImplemented:
