@@ -31,10 +31,6 @@ def touch():
     EPOCH.value += 1
 
 
-def current() -> int:
-    return EPOCH.value
-
-
 class Registry(OrderedDict):
     """An OrderedDict whose writes count as Cell state changes (a Cell's `_params`, `_cells`,
     `_params_list` and hook dicts). Reads are plain OrderedDict reads."""
@@ -78,4 +74,4 @@ class Registry(OrderedDict):
         return (type(self), (list(self.items()),))
 
 
-__all__ = ["EPOCH", "touch", "current", "Registry"]
+__all__ = ["EPOCH", "touch", "Registry"]

@@ -41,7 +41,7 @@ from ..backend.registry import current_backend
 from ..common.dtype import DType
 from ..common.tensor import Tensor
 from .ir import Slot
-from .layer_state import LayerStateCheck, describe as describe_layer
+from .layer_state import LayerStateCheck, class_scalar_names, describe as describe_layer
 
 logger = logging.getLogger("minispore.jit")
 RECOMPILE_LIMIT = int(os.environ.get("MINISPORE_JIT_RECOMPILE_LIMIT", "8"))
@@ -179,36 +179,9 @@ def _explain_dict(label, d, skeys, svals, ikeys, ids):
     return None
 
 
-_CLASS_SCALARS: dict = {}      # class -> (signature, ((name, owner class), ...))
-
-
-def _class_scalar_names(cls):
-    """(name, owner) of the scalar class attributes instances of `cls` read, for user classes only
-    (minispore's own class attributes are constants of the library). Cached per class: every
-    cell of a 32-layer model would otherwise walk the same MRO again. The cache entry is rebuilt
-    when any class in the MRO gains or loses an attribute."""
-    mro = cls.__mro__
-    sig = tuple(len(vars(c)) for c in mro)
-    hit = _CLASS_SCALARS.get(cls)
-    if hit is not None and hit[0] == sig:
-        return hit[1]
-    names, seen = [], set()
-    for c in mro:
-        if c is object or getattr(c, "__module__", "").partition(".")[0] in ("minispore", "builtins"):
-            continue
-        for k, v in vars(c).items():
-            if k.startswith("__") or k.startswith("_jit") or k in seen:
-                continue
-            seen.add(k)
-            if type(v) in _SCALARS or isinstance(v, DType):
-                names.append((k, c))
-    _CLASS_SCALARS[cls] = (sig, tuple(names))
-    return _CLASS_SCALARS[cls][1]
-
-
 def _class_scalars(names, instance_dict):
     """Scalar attributes an object reads from its class (first class of the MRO that defines each;
-    `names` from `_class_scalar_names`), unless its own `__dict__` shadows them."""
+    `names` from `class_scalar_names`), unless its own `__dict__` shadows them."""
     keys, vals = [], []
     for k, owner in names:
         if k in instance_dict:
@@ -350,7 +323,7 @@ class StateGuard:
         self._registries: dict = {}      # registry layout -> its _RegistryGroup
         self._resolved: dict = {}        # id(object) -> _ResolvedCheck of its class attributes
         self._created: dict = {}         # id(object) -> _ResolvedCheck of attributes the capture created
-        self._class_names: dict = {}     # class -> _class_scalar_names (this build)
+        self._class_names: dict = {}     # class -> class_scalar_names (this build)
         self._layers: dict = {}          # id(lazy_inline cell) -> LayerStateCheck: guarded as one unit
         # the roots, for the explanation walk: (label, id, __dict__) - not the objects themselves,
         # so a guard does not keep alive a Cell whose cache holds it
@@ -404,7 +377,7 @@ class StateGuard:
         for cls in set(classes):
             names = self._class_names.get(cls)
             if names is None:
-                names = self._class_names[cls] = _class_scalar_names(cls)
+                names = self._class_names[cls] = class_scalar_names(cls)
             if names:                    # user classes with scalar class attributes (rare)
                 for label, obj, d in zip(labels, objs, dicts):
                     if type(obj) is cls:

@@ -212,7 +212,6 @@ class O0Executor:
         last_use: dict = {}                        # slot -> the last node reading it (nodes come in order)
         npdt_of: dict = {}                         # id(aval) -> its NumPy dtype (graphs share few avals)
         call_npdt: dict = {}                       # id(callee) -> its Call nodes' output dtypes
-        callees: dict = {}                         # id(callee) -> its executor, within this build
         steps = []
         for i, node in enumerate(nodes):
             ins = []
@@ -252,10 +251,7 @@ class O0Executor:
             kind = _KIND[node.op]
             if kind == _CALL:
                 fn = None
-                callee = node.attrs["graph"]
-                sub = callees.get(id(callee))
-                if sub is None:                     # (memory helper) one executor per callee
-                    sub = callees[id(callee)] = _callee_executor(self._subgraph(callee))
+                sub = _callee_executor(self._subgraph(node.attrs["graph"]))    # (one per callee)
             elif kind == _IF:
                 fn = None
                 sub = (O0Executor(self._subgraph(node.attrs["then_graph"])),

@@ -99,7 +99,7 @@ class _Layout:
         self.dtype_keys = tuple(dtypes)
         self.tensor_keys = tuple(tensors)
         self.other_keys = tuple(others)
-        self.class_scalars = _class_scalar_names(cls)
+        self.class_scalars = class_scalar_names(cls)
         self.untracked = untracked or bool(self.class_scalars)
 
 
@@ -110,17 +110,21 @@ def _mutable_object(v):
     return hasattr(v, "__dict__") and not isinstance(v, (Tensor, _IMMUTABLE_OBJECTS))
 
 
-_CLASS_SCALARS: dict = {}
+_CLASS_SCALARS: dict = {}      # class -> (signature, ((name, owner class), ...))
 
 
-def _class_scalar_names(cls):
-    """((name, owner class), ...) of the scalar class attributes a user class' instances read
-    (minispore's own classes are constants of the library)."""
+def class_scalar_names(cls):
+    """((name, owner class), ...) of the scalar class attributes instances of `cls` read, for user
+    classes only (minispore's own class attributes are constants of the library). Cached per class
+    (every cell of a 32-layer model would otherwise walk the same MRO again); the entry is rebuilt
+    when any class in the MRO gains or loses an attribute. Shared with jit's StateGuard."""
+    mro = cls.__mro__
+    sig = tuple(len(vars(c)) for c in mro)
     hit = _CLASS_SCALARS.get(cls)
-    if hit is not None:
-        return hit
+    if hit is not None and hit[0] == sig:
+        return hit[1]
     names, seen = [], set()
-    for c in cls.__mro__:
+    for c in mro:
         if c is object or getattr(c, "__module__", "").partition(".")[0] in ("minispore", "builtins"):
             continue
         for k, v in vars(c).items():
@@ -129,8 +133,8 @@ def _class_scalar_names(cls):
             seen.add(k)
             if type(v) in _SCALARS or isinstance(v, DType):
                 names.append((k, c))
-    _CLASS_SCALARS[cls] = tuple(names)
-    return _CLASS_SCALARS[cls]
+    _CLASS_SCALARS[cls] = (sig, tuple(names))
+    return _CLASS_SCALARS[cls][1]
 
 
 _layouts: dict = {}     # (class, attribute names, attribute types) -> _Layout
@@ -183,14 +187,12 @@ def _walk(cell):
     This runs once per layer per compile over every sub-cell, on a model just built (its cells'
     dicts are cold in the CPU caches), so the common cell - no hooks, no custom bprop, a layout
     seen before - takes the shortest path: `_plain_call` (Cell keeps it False whenever hooks,
-    to_float or a bprop are in play) stands for the hook/bprop checks, and the layout is found
-    inline."""
+    to_float or a bprop are in play) stands for the hook/bprop checks."""
     own, sig, seen = [], [], set()
     append, own_append, seen_add = sig.append, own.append, seen.add
     untracked = False
     stack = [(cell, "")]
     pop, push = stack.pop, stack.append
-    by_class_get = _by_class.get
     while stack:
         c, prefix = pop()
         if prefix is None:                     # a sub-cell's attribute name, in walk order
@@ -200,15 +202,7 @@ def _walk(cell):
         if not d.get("_plain_call") and (d.get("_forward_hooks") or d.get("_forward_pre_hooks")
                                          or hasattr(type(c), "bprop")):
             return own, None, True
-        # the layout, inline (see _layout_of): most classes have exactly one
-        keys, types_ = tuple(d), tuple(map(type, d.values()))
-        lay = None
-        for k, t, known in by_class_get(type(c), ()):
-            if k == keys and t == types_:
-                lay = known
-                break
-        if lay is None:
-            lay = _layout_of(c, d)
+        lay = _layout_of(c, d)
         append(lay)           # the layout object stands for its key: one per key, hashed by identity
         append(lay.scalar_get(d))
         if lay.dtype_keys:
@@ -348,4 +342,4 @@ def _first_difference(where, cell, old, new):
     return f"{where}: its Python state changed"
 
 
-__all__ = ["LayerState", "LayerStateCheck", "describe", "forget"]
+__all__ = ["LayerState", "LayerStateCheck", "describe", "forget", "class_scalar_names"]

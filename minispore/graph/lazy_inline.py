@@ -169,51 +169,15 @@ def _const_key(t):
     raise _NotConstant
 
 
-def _leaves_and_consts(args, kwargs):
-    """`(leaves, consts)`: `pytree.flatten_call(args, kwargs)`'s leaves and `_const_key` of its
-    template, in ONE walk and without building the template (only a first capture needs it);
-    consts is None where the template holds an object (see _const_key)."""
-    leaves: list = []
-    append = leaves.append
-
-    def walk(x):                        # flatten's order, _const_key's result
-        if isinstance(x, Tensor):
-            append(x)
-            return len(leaves) - 1
-        tt = type(x)
-        if tt in _SCALARS:
-            return (tt, x)
-        if tt is tuple or tt is list:
-            return (tt, tuple([walk(v) for v in x]))
-        if tt is dict:
-            return (tt, tuple([(k, walk(v)) for k, v in x.items()]))
-        if tt is Slot:
-            return x.index
-        if isinstance(x, DType):
-            return ("dtype", x.name)
-        raise _NotConstant             # (a namedtuple too: flatten keeps its type, _const_key refuses it)
-
-    kw = {k: kwargs[k] for k in sorted(kwargs)} if kwargs else {}
-    try:
-        return leaves, walk((tuple(args), kw))
-    except _NotConstant:
-        return leaves, None
-
-
 _SECOND = operator.itemgetter(1)
 
 
-def _reuse_key(cell, template, leaves, structure, own, consts=_UNSEEN):
-    """The template cache's key; `consts` is `_const_key(template)` when the caller has it
-    (None: not constant)."""
+def _reuse_key(cell, template, leaves, structure, own):
     if structure is None:
         return None
-    if consts is _UNSEEN:
-        try:
-            consts = _const_key(template)
-        except _NotConstant:
-            return None
-    elif consts is None:
+    try:
+        consts = _const_key(template)
+    except _NotConstant:
         return None
     # storage shape/dtype (an ndarray, or a tracer's SymbolicArray): cheaper than Tensor.shape
     avals = tuple([(t._data.shape, t._data.dtype) for t in leaves])
@@ -275,15 +239,14 @@ def call_cell(session, cell, args, kwargs):
     Returns the call's outputs, or NotImplemented to inline the cell as usual."""
     if not isinstance(session, TraceSession):
         return NotImplemented
-    leaves, consts = _leaves_and_consts(args, kwargs)
+    leaves, template = pytree.flatten_call(args, kwargs)
     state = describe(cell)       # (usually remembered from the state guard's walk before the capture)
     own = state.own
-    key = _reuse_key(cell, None, leaves, state.token, own, consts)
+    key = _reuse_key(cell, template, leaves, state.token, own)
     if key is None:
         return NotImplemented
     tmpl = _templates.get(key, _UNSEEN)        # one lookup: hashing the key is a per-layer cost
     if tmpl is _UNSEEN:
-        template = pytree.flatten_call(args, kwargs)[1]     # (the first call with this key only)
         try:
             captured = _capture_template(cell, template, leaves, own)
         except CaptureError:

@@ -33,18 +33,7 @@ def flatten(obj, is_leaf=is_tensor, leaf_types=None):
             return Slot(len(leaves) - 1)
         t = type(x)
         if t is tuple or t is list:
-            if leaf_types is None:
-                items = [walk(v) for v in x]
-            else:
-                # leaves inline (a step returns a tuple of hundreds of gradients): no call per leaf
-                items = []
-                add = items.append
-                for v in x:
-                    if isinstance(v, leaf_types):
-                        append(v)
-                        add(Slot(len(leaves) - 1))
-                    else:
-                        add(walk(v))
+            items = [walk(v) for v in x]
             return tuple(items) if t is tuple else items
         if t is dict:
             return {k: walk(v) for k, v in x.items()}

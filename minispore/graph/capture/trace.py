@@ -364,7 +364,6 @@ class TraceSession:
         self.lifted: list = []            # (outer Value, param Value) for values lifted from enclosing sessions
         self._lifted_ids: dict = {}
         self._storage: dict = {}          # id(captured tensor) -> (tensor, its storage at capture)
-        self._capture_ids_get = self.builder._capture_ids.get     # value_of's fast path
 
     # -- building ------------------------------------------------------------------------------
     def param(self, aval, name=None) -> "Tracer":
@@ -420,12 +419,7 @@ class TraceSession:
             if type(x) is Tensor:
                 x.__class__ = Tracer         # a storage copy made by autodiff (same layout): see docstring
             return d.value
-        if id(x) in self._storage:
-            # a tensor captured before (a step reads each weight in forward and backward): no call
-            v = self._capture_ids_get(id(x))
-            if v is not None:
-                return v
-        else:
+        if id(x) not in self._storage:
             self._storage[id(x)] = (x, d)
         return self.builder.capture(x)
 
