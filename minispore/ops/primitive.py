@@ -21,14 +21,10 @@ from __future__ import annotations
 from ..common import dtype as mstype
 
 
-class AbstractTensor:
-    """What inference knows about a tensor: its shape and dtype, no data."""
+class Shaped:
+    """`ndim` and `size` from a `shape` tuple (abstract tensors, a tracer's symbolic storage)."""
 
-    __slots__ = ("shape", "dtype")
-
-    def __init__(self, shape, dtype):
-        self.shape = tuple(shape)
-        self.dtype = dtype
+    __slots__ = ()
 
     @property
     def ndim(self):
@@ -40,6 +36,16 @@ class AbstractTensor:
         for s in self.shape:
             n *= s
         return n
+
+
+class AbstractTensor(Shaped):
+    """What inference knows about a tensor: its shape and dtype, no data."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(shape)
+        self.dtype = dtype
 
     def __eq__(self, other):
         return isinstance(other, AbstractTensor) and self.shape == other.shape and self.dtype is other.dtype
@@ -129,5 +135,5 @@ def abstract(x):
     return x
 
 
-__all__ = ["AbstractTensor", "interned_aval", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
+__all__ = ["Shaped", "AbstractTensor", "interned_aval", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
            "get_executor", "abstract", "mstype"]

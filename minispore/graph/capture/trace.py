@@ -38,7 +38,7 @@ import sys
 from ...common import grad_state
 from ...common.errors import MinisporeError, OpTypeError, _PKG_DIR
 from ...common.tensor import Tensor
-from ...ops.primitive import AbstractTensor, set_executor
+from ...ops.primitive import AbstractTensor, Shaped, set_executor
 from .. import pytree
 from ..ir import HOST_CALL, OPAQUE, GraphBuilder, Slot, Value
 from . import CaptureResult, capture_scope, current_capture
@@ -103,7 +103,7 @@ def _data_error(what, session):
     return CaptureError(what, "a tensor with concrete values", got, where=_where(src))
 
 
-class SymbolicArray:
+class SymbolicArray(Shaped):
     """Stands where a Tracer's ndarray would be: shape and dtype, the IR Value, no numbers."""
 
     __slots__ = ("value", "shape", "dtype", "mdtype", "session")
@@ -115,17 +115,6 @@ class SymbolicArray:
         self.mdtype = mdtype = aval.dtype
         self.dtype = mdtype.np
         self.session = session
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
 
     @property
     def itemsize(self):
