@@ -11,6 +11,8 @@ Two small jobs, both so that the sources can live where a reader expects them:
    mkdocstrings block per public module under that package (files starting with `_` are private).
    For `minispore.ops.prims` the order is `minispore.ops.functional.FAMILIES` (the order the op
    families are taught in); elsewhere it is alphabetical, packages after their modules.
+3. The API coverage page (`<!-- api-coverage -->`) is generated from the names introspected from
+   the real MindSpore wheel, checked against what minispore has at build time (site/_api_coverage.py).
 """
 from __future__ import annotations
 
@@ -70,5 +72,19 @@ def _api_markdown(package: str) -> str:
     return "\n".join(f"::: {m}\n    options:\n      heading_level: 2\n" for m in _public_modules(package))
 
 
+COVERAGE_MARKER = "<!-- api-coverage -->"
+
+
+def _coverage_markdown() -> str:
+    """The API coverage tables (site/_api_coverage.py; imports minispore to see what it has)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_api_coverage", REPO / "site" / "_api_coverage.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.render_markdown()
+
+
 def on_page_markdown(markdown, page, config, files):
+    if COVERAGE_MARKER in markdown:
+        markdown = markdown.replace(COVERAGE_MARKER, _coverage_markdown())
     return API_MARKER.sub(lambda m: _api_markdown(m.group(1)), markdown)
