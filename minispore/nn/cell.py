@@ -317,10 +317,12 @@ class Cell:
 
     def to_float(self, dst_type):
         """Run this cell and its descendants in `dst_type` (float16/bfloat16/float32): floating
-        inputs and parameters are cast to it on use; the parameters themselves keep their dtype."""
+        inputs and parameters are cast to it on use; the parameters themselves keep their dtype.
+        A later call on a descendant overrides it there (amp's O2 keeps LayerNorm in float32 so).
+        Returns the cell."""
         d = mstype.as_dtype(dst_type)
-        if not d.is_floating:
-            raise OpTypeError("to_float", "a floating dtype (float16, bfloat16, float32)", str(d))
+        if d not in (mstype.float16, mstype.float32, mstype.bfloat16):
+            raise OpValueError("to_float", "dst_type float16, float32 or bfloat16", str(d))
         touch()
         for _, cell in self.cells_and_names():
             cell.__dict__["_mp_dtype"] = d

@@ -2,8 +2,11 @@
 
 * `WithLossCell(backbone, loss_fn)`: `(data, label) -> loss_fn(backbone(data), label)`.
 * `WithEvalCell(network, loss_fn)`: `(data, label) -> (loss, outputs, label)`.
+* `WithGradCell(network, loss_fn=None, sens=None)`: `(*inputs) -> gradients` of the loss.
+* `ForwardValueAndGrad(network, weights, get_all, get_by_list, sens_param)`: `(loss, gradients)`.
 * `TrainOneStepCell(network, optimizer, sens=None, return_grad=False)`: one call = forward,
-  backward over `optimizer.parameters`, gradient reduction, optimizer update; returns the loss.
+  backward over `optimizer.parameters`, gradient reduction, optimizer update; returns the loss
+  (and, with return_grad=True, a dict `{parameter name: gradient}`).
 
 All use `auto_prefix=False`, so wrapping does not rename the network's parameters.
 """
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 import numbers
 
-from ..common.errors import OpTypeError
+from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
 from .cell import Cell
 from .layers.basic import Identity
@@ -51,6 +54,63 @@ class WithEvalCell(Cell):
         return self._loss_fn(outputs, label), outputs, label
 
 
+class WithGradCell(Cell):
+    """`WithGradCell(network, loss_fn=None, sens=None)`: `(*inputs) -> gradients` of the loss with
+    respect to `network.trainable_params()` (a tuple, one per parameter). Without `loss_fn`,
+    `network` itself returns the loss; with `sens`, it is the output cotangent (the last input of
+    the gradient call, as MindSpore's GradOperation(sens_param=True))."""
+
+    def __init__(self, network, loss_fn=None, sens=None):
+        super().__init__(auto_prefix=False)
+        if not isinstance(network, Cell):
+            raise OpTypeError("WithGradCell", "network as a Cell", type(network).__name__)
+        from ..autograd import GradOperation
+        from ..common.tensor import ParameterTuple
+        self.network = network
+        self.loss_fn = loss_fn
+        self.weights = ParameterTuple(network.trainable_params())
+        self.grad = GradOperation(get_by_list=True, sens_param=sens is not None)
+        self.sens = sens
+        self.network_with_loss = network if loss_fn is None else WithLossCell(network, loss_fn)
+        self.network_with_loss.set_train()
+
+    def construct(self, *inputs):
+        if self.sens is None:
+            return self.grad(self.network_with_loss, self.weights)(*inputs)
+        return self.grad(self.network_with_loss, self.weights)(*inputs, self.sens)
+
+
+class ForwardValueAndGrad(Cell):
+    """`ForwardValueAndGrad(network, weights=None, get_all=False, get_by_list=False,
+    sens_param=False)`: `(*inputs) -> (network(*inputs), gradients)`, the gradients as
+    `GradOperation(get_all, get_by_list, sens_param)` gives them (with sens_param, the last input is
+    the output cotangent and is not passed to the network)."""
+
+    def __init__(self, network, weights=None, get_all=False, get_by_list=False, sens_param=False):
+        super().__init__(auto_prefix=False)
+        if not callable(network):
+            raise OpTypeError("ForwardValueAndGrad", "network as a Cell or function", type(network).__name__)
+        for name, v in (("get_all", get_all), ("get_by_list", get_by_list), ("sens_param", sens_param)):
+            if not isinstance(v, bool):
+                raise OpTypeError("ForwardValueAndGrad", f"'{name}' to be a bool", type(v).__name__)
+        if get_by_list and not isinstance(weights, (tuple, list)):
+            raise OpTypeError("ForwardValueAndGrad", "weights as a tuple/list of Parameters when get_by_list=True",
+                              type(weights).__name__)
+        from ..autograd import GradOperation
+        self.network = network
+        self.weights = weights
+        self.get_by_list = get_by_list
+        self.sens_param = sens_param
+        self.grad = GradOperation(get_all=get_all, get_by_list=get_by_list, sens_param=sens_param)
+
+    def construct(self, *inputs):
+        forward_inputs = inputs[:-1] if self.sens_param else inputs
+        loss = self.network(*forward_inputs)
+        if self.get_by_list:
+            return loss, self.grad(self.network, self.weights)(*inputs)
+        return loss, self.grad(self.network)(*inputs)
+
+
 class TrainOneStepCell(Cell):
     """`TrainOneStepCell(network, optimizer, sens=None, return_grad=False)`.
 
@@ -68,6 +128,8 @@ class TrainOneStepCell(Cell):
             raise OpTypeError("TrainOneStepCell", "an nn.Optimizer", type(optimizer).__name__)
         if sens is not None and not isinstance(sens, (numbers.Real, Tensor)):
             raise OpTypeError("TrainOneStepCell", "sens as a number, a Tensor or None", type(sens).__name__)
+        if isinstance(sens, numbers.Real) and sens == 0:
+            raise OpValueError("TrainOneStepCell", "a non-zero sens (it scales every gradient)", repr(sens))
         self.network = network
         self.network.set_grad()
         self.optimizer = optimizer
@@ -86,5 +148,6 @@ class TrainOneStepCell(Cell):
         grads = self.grad_reducer(grads)
         self.optimizer(grads)
         if self.return_grad:
-            return loss, grads
+            # MindSpore returns the gradients by parameter name
+            return loss, {p.name: g for p, g in zip(self.weights, grads)}
         return loss

@@ -37,12 +37,12 @@ def check(got, want, rtol=2e-5, atol=2e-6):
 
 # ------------------------------------------------------------------------------------------------
 # float64 references, written from the formulas in mindspore_api.md §8.1
-def ref_sgd(w0, grads, lr, momentum=0.0, dampening=0.0, wd=0.0, nesterov=False):
+def ref_sgd(w0, grads, lr, momentum=0.0, dampening=0.0, wd_per_param=(0.0, 0.0, 0.0), nesterov=False):
     ws = [w.astype(np.float64).copy() for w in w0]
     v = [None] * len(ws)
     for gs in grads:
         for i, g in enumerate(gs):
-            g = g.astype(np.float64) + wd * ws[i]
+            g = g.astype(np.float64) + wd_per_param[i] * ws[i]
             if momentum > 0:
                 v[i] = g.copy() if v[i] is None else momentum * v[i] + (1 - dampening) * g
                 g = g + momentum * v[i] if nesterov else v[i]
@@ -100,7 +100,9 @@ def test_sgd_matches_reference(kw):
     params = make_params()
     w0, grads = init_values(params), grad_sequence(params)
     opt = nn.SGD(params, learning_rate=0.1, **kw)
-    want = ref_sgd(w0, grads, 0.1, kw.get("momentum", 0.0), kw.get("dampening", 0.0), kw.get("weight_decay", 0.0),
+    wd = kw.get("weight_decay", 0.0)
+    assert opt.decay_flags == (True, True, False)              # 'ln.gamma' is not decayed (MindSpore's filter)
+    want = ref_sgd(w0, grads, 0.1, kw.get("momentum", 0.0), kw.get("dampening", 0.0), [wd, wd, 0.0],
                    kw.get("nesterov", False))
     check(run(opt, params, grads), want)
 
@@ -158,7 +160,8 @@ def test_sgd_and_adam_match_torch():
     torch = pytest.importorskip("torch")
     params = make_params()
     w0, grads = init_values(params), grad_sequence(params)
-    got = run(nn.SGD(params, 0.1, momentum=0.7, dampening=0.2, weight_decay=0.03), params, grads)
+    group = [{"params": params, "weight_decay": 0.03}]           # grouped: gamma is decayed as well
+    got = run(nn.SGD(group, 0.1, momentum=0.7, dampening=0.2), params, grads)
     check(got, _torch_run(torch, torch.optim.SGD, w0, grads, lr=0.1, momentum=0.7, dampening=0.2, weight_decay=0.03))
     # Adam: same rule up to where eps sits (eps vs eps*sqrt(1-beta2^t)), negligible for eps=1e-8.
     params = make_params()

@@ -55,8 +55,10 @@ def test_train_one_step_equals_manual_loop_and_sens():
     loss, grads = nn.TrainOneStepCell(nn.WithLossCell(c, nn.MSELoss()), opt_c, sens=2.0, return_grad=True)(x, t)
     d = make()                                                   # same seed: same initial weights as c
     _, g1 = ms.value_and_grad(lambda u, v: nn.MSELoss()(d(u), v), None, d.trainable_params())(x, t)
-    np.testing.assert_allclose(grads[0].asnumpy(), 2 * g1[0].asnumpy(), rtol=1e-5)
-    np.testing.assert_allclose(c.trainable_params()[0].asnumpy(), w_before - 0.1 * grads[0].asnumpy(), rtol=1e-5)
+    assert list(grads) == [p.name for p in c.trainable_params()]      # MindSpore: {name: gradient}
+    g0 = grads[c.trainable_params()[0].name]
+    np.testing.assert_allclose(g0.asnumpy(), 2 * g1[0].asnumpy(), rtol=1e-5)
+    np.testing.assert_allclose(c.trainable_params()[0].asnumpy(), w_before - 0.1 * g0.asnumpy(), rtol=1e-5)
 
 
 def test_bad_input():

@@ -8,7 +8,13 @@ Adam, update t = 1, 2, ...:
     lr_t = lr * sqrt(1 - beta2^t) / (1 - beta1^t)
     w = w - lr_t * m / (sqrt(v) + eps)          (eps on the *uncorrected* sqrt(v))
     nesterov: m in the last line is replaced by beta1 * m + (1 - beta1) * g
-State: `moment1.<name>`, `moment2.<name>`, `beta1_power`, `beta2_power`.
+    amsgrad (ApplyAdamWithAmsgradV2): vhat = max(vhat, v), and sqrt(vhat) replaces sqrt(v)
+beta1^t and beta2^t are the running float32 products `beta1_power *= beta1` (shape (), as MindSpore
+keeps them), so a restored checkpoint continues the same sequence.
+State: `moment1.<name>`, `moment2.<name>`, `beta1_power`, `beta2_power` (+ `vhat.<name>` with amsgrad).
+`use_lazy=True` (LazyAdam: only the rows a sparse gradient touches are updated) and `use_offload=True`
+(the update on the host) are accepted keyword arguments; with dense gradients on one host both
+compute exactly the Adam update above, which is all minispore has.
 
 AdamWeightDecay:
     m, v as above
@@ -19,15 +25,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, as_compute, work_array, write_back
+from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
 
 
 def _check_betas(cell, beta1, beta2, eps):
-    b1 = _checks.real(cell, "beta1", beta1, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    b2 = _checks.real(cell, "beta2", beta2, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    e = _checks.real(cell, "eps", eps, lo=0.0, lo_open=True)
+    """MindSpore's `_check_param_value`: floats (not ints), betas in (0, 1), eps > 0."""
+    b1 = float_arg(cell, "beta1", beta1, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    b2 = float_arg(cell, "beta2", beta2, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+    e = float_arg(cell, "eps", eps, lo=0.0, lo_open=True)
     return b1, b2, e
 
 
@@ -47,31 +55,54 @@ def _moments(m_p, v_p, g, b1, b2):
 
 class Adam(Optimizer):
     """`Adam(params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
-    use_nesterov=False, weight_decay=0.0, loss_scale=1.0)`."""
+    use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs)`, kwargs
+    `use_lazy` / `use_offload` (bools)."""
 
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
-                 use_nesterov=False, weight_decay=0.0, loss_scale=1.0):
+                 use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
+        unknown = sorted(set(kwargs) - {"use_lazy", "use_offload"})
+        if unknown:
+            raise OpValueError("Adam", "keyword arguments among ['use_lazy', 'use_offload']", f"{unknown}")
+        use_lazy = _checks.boolean("Adam", "use_lazy", kwargs.get("use_lazy", False))
+        use_offload = _checks.boolean("Adam", "use_offload", kwargs.get("use_offload", False))
         self.beta1, self.beta2, self.eps = _check_betas("Adam", beta1, beta2, eps)
         self.use_locking = _checks.boolean("Adam", "use_locking", use_locking)
         self.use_nesterov = _checks.boolean("Adam", "use_nesterov", use_nesterov)
-        self.beta1_power = Parameter(Tensor(np.ones((1,), np.float32)), name="beta1_power", requires_grad=False)
-        self.beta2_power = Parameter(Tensor(np.ones((1,), np.float32)), name="beta2_power", requires_grad=False)
+        self.use_amsgrad = _checks.boolean("Adam", "use_amsgrad", use_amsgrad)
+        if use_lazy and use_offload:
+            raise OpValueError("Adam", "at most one of use_lazy and use_offload", "both True")
+        if use_amsgrad and (use_lazy or use_offload):
+            raise OpValueError("Adam", "use_amsgrad=False with use_lazy or use_offload", "use_amsgrad=True")
+        self.use_lazy, self.use_offload = use_lazy, use_offload
+        self.beta1_power = Parameter(Tensor(np.ones((), np.float32)), name="beta1_power", requires_grad=False)
+        self.beta2_power = Parameter(Tensor(np.ones((), np.float32)), name="beta2_power", requires_grad=False)
         self.moment1 = self._state("moment1", "zeros")
         self.moment2 = self._state("moment2", "zeros")
+        if use_amsgrad:
+            self.vhat = self._state("vhat", "zeros")
 
     def _update(self, grads, lrs, t):
         b1, b2, eps = self.beta1, self.beta2, self.eps
-        b1p, b2p = b1 ** t, b2 ** t                # exact powers from the step, not a running product
-        self.beta1_power._data[0] = b1p
-        self.beta2_power._data[0] = b2p
-        correction = np.sqrt(1.0 - b2p) / (1.0 - b1p)
-        for p, g, lr, wd, m_p, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1, self.moment2):
+        # running float32 products, as MindSpore's `beta1_power = beta1_power * beta1`
+        b1p = np.float32(self.beta1_power._data) * np.float32(b1)
+        b2p = np.float32(self.beta2_power._data) * np.float32(b2)
+        write_back(self.beta1_power, np.asarray(b1p, np.float32))
+        write_back(self.beta2_power, np.asarray(b2p, np.float32))
+        correction = np.sqrt(1.0 - float(b2p)) / (1.0 - float(b1p))
+        vhats = self.vhat if self.use_amsgrad else [None] * len(self._params_seq)
+        for p, g, lr, wd, m_p, v_p, vh_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1,
+                                                 self.moment2, vhats):
             w = work_array(p)
             g = as_compute(g, w)
             if wd > 0:
                 g = g + wd * w
             m, v, g = _moments(m_p, v_p, g, b1, b2)
+            if vh_p is not None:
+                vh = work_array(vh_p)
+                np.maximum(vh, v, out=vh)
+                write_back(vh_p, vh)
+                v = vh
             num = b1 * m + (1.0 - b1) * g if self.use_nesterov else m
             w -= (lr * correction) * num / (np.sqrt(v) + eps)
             write_back(p, w)

@@ -85,6 +85,19 @@ def _is_real(v):
     return isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, bool)
 
 
+def float_arg(cell: str, name: str, v, lo=None, lo_open=False, hi=None, hi_open=False) -> float:
+    """A hyper-parameter MindSpore requires to be a Python float (`validator.check_value_type(name,
+    v, [float])`): `momentum=1` or `decay=True` is a type error there, so it is one here too."""
+    if not isinstance(v, (float, np.floating)):
+        raise OpTypeError(cell, f"'{name}' to be a float", f"{type(v).__name__} {v!r}")
+    bad = ((lo is not None and (v < lo or (lo_open and v == lo)))
+           or (hi is not None and (v > hi or (hi_open and v == hi))))
+    if bad:
+        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
+        raise OpValueError(cell, f"'{name}' in {rng}", repr(v))
+    return float(v)
+
+
 class Optimizer(Cell):
     """`Optimizer(learning_rate, parameters, weight_decay=0.0, loss_scale=1.0)`. See the module docstring."""
 
@@ -134,7 +147,8 @@ class Optimizer(Cell):
         self._params_seq = list(params)
         self.weight_decay = tuple(group_wd) if self.is_group else weight_decay
         self._decay = tuple(float(w) for w in group_wd)          # per parameter, 0 = no decay
-        self.decay_flags = tuple(w > 0 for w in self._decay)
+        # MindSpore: ungrouped, the flag is the name filter alone; grouped, "this group's wd > 0"
+        self.decay_flags = tuple(w > 0 for w in self._decay) if self.is_group else tuple(decay)
         self.exec_weight_decay = any(self.decay_flags)
 
     # -- construction helpers -----------------------------------------------------------------

@@ -2,7 +2,8 @@
 `nn.Momentum` (MindSpore's ApplyMomentum).
 
 SGD, per element (MindSpore's SGD kernel, which is also PyTorch's `torch.optim.SGD`):
-    g = g + weight_decay * w
+    g = g + weight_decay * w                (parameters without 'beta'/'gamma' in their name, as for
+                                             every MindSpore optimizer; in groups, the group's value)
     if momentum > 0:
         v = g                               on the first update (state `stat` is 1)
         v = momentum * v + (1 - dampening) * g   afterwards
@@ -23,7 +24,7 @@ import numpy as np
 from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, as_compute, work_array, write_back
+from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
 
 
 class SGD(Optimizer):
@@ -43,13 +44,11 @@ class SGD(Optimizer):
         self.momentum = Parameter(Tensor(np.float32(momentum)), name="momentum", requires_grad=False)
         self.accum = self._state("accum", "zeros")
         self.stat = self._state("stat", "ones")
-        # SGD's kernel decays every parameter (no beta/gamma exemption), per group when grouped
-        self._sgd_decay = self._decay if self.is_group else (self.weight_decay,) * len(self._params_seq)
 
     def _update(self, grads, lrs, t):
         mom = float(self.momentum._data)
         damp = self.dampening
-        for p, g, lr, wd, acc_p, stat_p in zip(self._params_seq, grads, lrs, self._sgd_decay, self.accum, self.stat):
+        for p, g, lr, wd, acc_p, stat_p in zip(self._params_seq, grads, lrs, self._decay, self.accum, self.stat):
             w = work_array(p)
             g = as_compute(g, w)
             if wd > 0:
@@ -74,7 +73,7 @@ class Momentum(Optimizer):
 
     def __init__(self, params, learning_rate, momentum, weight_decay=0.0, loss_scale=1.0, use_nesterov=False):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
-        momentum = _checks.real("Momentum", "momentum", momentum, lo=0.0)
+        momentum = float_arg("Momentum", "momentum", momentum, lo=0.0)     # MindSpore: a float, not an int
         self.use_nesterov = _checks.boolean("Momentum", "use_nesterov", use_nesterov)
         self.momentum = Parameter(Tensor(np.float32(momentum)), name="momentum", requires_grad=False)
         self.moments = self._state("moments", "zeros")
