@@ -1,5 +1,7 @@
-"""Loss primitives: `nll_loss` and `cross_entropy` (fused log-softmax). The losses built from a
-few elementwise ops (`mse_loss`, `binary_cross_entropy_with_logits`) are in composite_losses.py.
+"""Loss primitives: `nll_loss` and `cross_entropy` (fused log-softmax), and the element-wise
+`binary_cross_entropy` (clamped logarithms with MindSpore's gradient, see its section). The losses
+built from a few existing ops (`mse_loss`, `l1_loss`, `kl_div`, the margin losses, ...) are in
+composite_losses.py.
 
 One formula covers every option of cross_entropy / nll_loss (PyTorch's and MindSpore's semantics,
 which agree). With log-probabilities `logp` (class axis 1, or 0 for a 1-d input) each position m
@@ -455,4 +457,76 @@ def nll_loss(inputs, target, weight=None, ignore_index=-100, reduction='mean', l
     return _nll(inputs, target, weight, **attrs)
 
 
-__all__ = ["cross_entropy", "nll_loss"]
+# =================================================================================================
+# binary_cross_entropy: element-wise, on probabilities
+#
+# A primitive rather than a composite because of the clamp. MindSpore's kernel computes
+#     loss = -w * (y * log(max(x, eps)) + (1 - y) * log(max(1 - x, eps))),   eps = 1e-12,
+# so x = 0 or 1 gives a large finite loss (27.63) instead of inf, and its backward is the analytic
+#     d loss / d x = w * (x - y) / max(x * (1 - x), eps)
+# everywhere, through the clamp too (a composite's gradient would be 0 where the clamp is active,
+# and stall training at saturated probabilities). The primitive is the unreduced loss; the
+# reduction is the shared mean/sum of composite_losses.
+_BCE_EPS = 1e-12
+
+
+def _bce_infer(x, y, weight):
+    op = "binary_cross_entropy"
+    N.floating(op, "logits", x)
+    N.floating(op, "labels", y)
+    if tuple(y.shape) != tuple(x.shape):
+        raise C.OpValueError(op, f"'labels' of the logits' shape {tuple(x.shape)}", f"shape {tuple(y.shape)}")
+    if y.dtype != x.dtype:
+        raise C.OpTypeError(op, f"'labels' of the logits' dtype ({x.dtype})", str(y.dtype))
+    if weight is not None:
+        N.floating(op, "weight", weight)
+        if C.broadcast(op, tuple(weight.shape), tuple(x.shape)) != tuple(x.shape):
+            raise C.OpValueError(op, f"'weight' that broadcasts to the logits' shape {tuple(x.shape)}",
+                                 f"shape {tuple(weight.shape)}")
+    return AbstractTensor(x.shape, x.dtype)
+
+
+def _bce_kernel(x, y, weight):
+    dt = compute_dtype(x)
+    x = x.astype(dt, copy=False)
+    if x.size and not (x.min() >= 0.0 and x.max() <= 1.0):        # also catches nan
+        bad = x[~((x >= 0.0) & (x <= 1.0))].ravel()[0]
+        raise C.OpValueError("binary_cross_entropy", "'logits' (probabilities) in [0, 1]", f"value {bad}")
+    y = y.astype(dt, copy=False)
+    loss = -(y * np.log(np.maximum(x, _BCE_EPS)) + (1.0 - y) * np.log(np.maximum(1.0 - x, _BCE_EPS)))
+    if weight is not None:
+        loss *= weight.astype(dt, copy=False)
+    return loss
+
+
+def _bce_bprop(inputs, out, dout):
+    from .elementwise import div, log, maximum, mul, sub, sum_to
+    x, y, weight = inputs
+    g = mul(dout, weight) if weight is not None else dout
+    dx = div(mul(g, sub(x, y)), maximum(mul(x, sub(1.0, x)), _BCE_EPS))
+    dy = None
+    if N.needs_grad(y):
+        dy = mul(g, sub(log(maximum(sub(1.0, x), _BCE_EPS)), log(maximum(x, _BCE_EPS))))
+    dw = None
+    if weight is not None and N.needs_grad(weight):
+        dw = sum_to(mul(dout, _bce(x, y, None)), tuple(weight.shape))
+    return dx, dy, dw
+
+
+_bce = defprim("binary_cross_entropy", _bce_infer, _bce_kernel, _bce_bprop,
+               doc="element-wise binary cross-entropy of probabilities (clamped logs, MindSpore's gradient)")
+
+
+def binary_cross_entropy(logits, labels, weight=None, reduction='mean'):
+    """`ops.binary_cross_entropy(logits, labels, weight=None, reduction='mean')`.
+
+    `logits` are probabilities in [0, 1] (a value outside raises, as MindSpore's kernel does),
+    `labels` targets of the same shape and dtype, `weight` rescales each element (broadcasting to
+    the logits' shape). loss = -w * (y * log(x) + (1 - y) * log(1 - x)), logs clamped at 1e-12.
+    """
+    from .composite_losses import _reduce_loss
+    _reduction("binary_cross_entropy", reduction)
+    return _reduce_loss(_bce(logits, labels, weight), reduction)
+
+
+__all__ = ["binary_cross_entropy", "cross_entropy", "nll_loss"]
