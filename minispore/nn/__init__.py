@@ -8,12 +8,31 @@ from .container import CellList, SequentialCell
 from .layers import *          # noqa: F401,F403
 from .layers import __all__ as _layers_all
 from .loss import (CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, SoftmaxCrossEntropyWithLogits)
+from .loss import *          # noqa: F401,F403  (every loss cell)
+from .loss import __all__ as _loss_all
 from .optim import *           # noqa: F401,F403
 from .optim import __all__ as _optim_all
-from .wrap import TrainOneStepCell, WithEvalCell, WithLossCell
+from .wrap import ForwardValueAndGrad, TrainOneStepCell, WithEvalCell, WithGradCell, WithLossCell
+from .wrap_loss_scale import DynamicLossScaleUpdateCell, FixedLossScaleUpdateCell, TrainOneStepWithLossScaleCell
 from .clip import clip_by_global_norm
 from ..common.tensor import Parameter, ParameterTuple
 
 __all__ = (["Cell", "CellList", "SequentialCell", "CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
             "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell", "WithEvalCell", "WithLossCell",
-            "clip_by_global_norm", "Parameter", "ParameterTuple"] + list(_layers_all) + list(_optim_all))
+            "TrainOneStepWithLossScaleCell", "DynamicLossScaleUpdateCell", "FixedLossScaleUpdateCell", "WithGradCell",
+            "ForwardValueAndGrad",
+            "clip_by_global_norm", "Parameter", "ParameterTuple"] + list(_layers_all) + list(_optim_all)
+           + [n for n in _loss_all if n not in ("CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
+                                               "SoftmaxCrossEntropyWithLogits")])
+
+# MindSpore also exposes the metrics under nn (`nn.Accuracy`, ...). They live in minispore.train.metrics
+# and are looked up on first use (train sits above nn in the layering, so no import at load time).
+_METRICS = ("names", "get_metric_fn", "Metric", "rearrange_inputs", "Accuracy", "MAE", "MSE", "Loss", "Precision",
+            "Recall", "Fbeta", "F1", "TopKCategoricalAccuracy", "Top1CategoricalAccuracy", "Top5CategoricalAccuracy")
+
+
+def __getattr__(name):
+    if name in _METRICS:
+        from ..train import metrics
+        return getattr(metrics, name)
+    raise AttributeError(f"module 'minispore.nn' has no attribute '{name}'")

@@ -2,13 +2,17 @@
 from .activation import (ELU, GELU, LeakyReLU, LogSoftmax, ReLU, ReLU6, SiLU, Sigmoid, Softmax, Softplus, Tanh,
                          get_activation)
 from .basic import Flatten, Identity
-from .conv import Conv2d
+from .conv import Conv1d, Conv2d, Conv2dTranspose
 from .dense import Dense
-from .dropout import Dropout
+from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
-from .normalization import LayerNorm, RMSNorm
-from .pooling import AvgPool2d, MaxPool2d
+from .normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm, InstanceNorm2d, LayerNorm, RMSNorm
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNCell
 
 __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "ReLU6", "SiLU", "Sigmoid", "Softmax", "Softplus",
            "Tanh", "get_activation", "Flatten", "Identity", "Conv2d", "Dense", "Dropout", "Embedding", "LayerNorm",
-           "RMSNorm", "AvgPool2d", "MaxPool2d"]
+           "RMSNorm", "AvgPool2d", "MaxPool2d", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+           "GroupNorm", "InstanceNorm2d", "Conv1d", "Conv2dTranspose", "Dropout2d", "AvgPool1d", "MaxPool1d",
+           "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
+__all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]

@@ -41,7 +41,12 @@ class Flatten(Cell):
 
 
 class Identity(Cell):
-    """Returns its input unchanged (a placeholder, e.g. the gradient reducer of a single device)."""
+    """Returns its input unchanged (a placeholder, e.g. the gradient reducer of a single device).
+    Like MindSpore's (and PyTorch's), it accepts and ignores any constructor arguments, so it can
+    stand in for the layer it replaces."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
     def construct(self, x):
         return x

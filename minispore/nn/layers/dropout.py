@@ -1,4 +1,4 @@
-"""`nn.Dropout(keep_prob=0.5, p=None)` with MindSpore 2.3 semantics.
+"""`nn.Dropout(keep_prob=0.5, p=None)` with MindSpore 2.3 semantics, and `nn.Dropout2d(p=0.5)`.
 
 In training mode each element is zeroed with probability p and the survivors are scaled by
 1/(1-p), so the expected output equals the input; in eval mode (the default until
@@ -7,6 +7,7 @@ In training mode each element is zeroed with probability p and the survivors are
 """
 from __future__ import annotations
 
+from ...common.errors import OpTypeError
 from ...ops import functional as F
 from .. import _checks
 from ..cell import Cell
@@ -33,3 +34,24 @@ class Dropout(Cell):
 
     def extend_repr(self):
         return f"p={self.p}" if self.p is not None else f"keep_prob={self.keep_prob}"
+
+
+class Dropout2d(Cell):
+    """`nn.Dropout2d(p=0.5)`: in training, each channel plane of an (N, C, H, W) input is zeroed
+    with probability p (a Python float in [0, 1]) and the kept ones scaled by 1 / (1 - p); the
+    identity in eval mode. Dropping whole feature maps suits convolutions, whose neighbouring
+    pixels are strongly correlated (element-wise dropout would barely regularize them)."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not isinstance(p, float):
+            raise OpTypeError("Dropout2d", "'p' to be a float", f"{type(p).__name__} {p!r}")
+        self.p = _checks.real("Dropout2d", "p", p, lo=0.0, hi=1.0)
+
+    def construct(self, x):
+        if not self.training:
+            return x
+        return F.dropout2d(x, self.p, True)
+
+    def extend_repr(self):
+        return f"p={self.p}"

@@ -1,4 +1,5 @@
-"""2-d convolution (NCHW) by im2col + matmul, and its two backward primitives.
+"""2-d convolution (NCHW) by im2col + matmul, and its two backward primitives; conv1d and
+conv_transpose2d on top of them.
 
 Forward: every KH x KW window of the padded input becomes one column (`im2col`, a strided view
 copied once into a (Cin*KH*KW, OH*OW) matrix per image and group); the convolution is then one
@@ -185,14 +186,106 @@ def conv2d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dila
         pads = (_same_pads(input.shape[2], kh, stride[0], dilation[0])
                 + _same_pads(input.shape[3], kw, stride[1], dilation[1]))
     out = _conv2d(input, weight, stride=stride, pads=pads, dilation=dilation, groups=groups)
-    if bias is None:
-        return out
+    return out if bias is None else _add_bias(op, out, bias, weight.shape[0])
+
+
+def _add_bias(op, out, bias, channels):
     from .elementwise import add
     from .shape import reshape
     N.tensor(op, "bias", bias)
-    if tuple(bias.shape) != (weight.shape[0],):
-        raise C.OpValueError(op, f"'bias' of shape ({weight.shape[0]},)", f"shape {tuple(bias.shape)}")
-    return add(out, reshape(bias, (1, weight.shape[0], 1, 1)))
+    if tuple(bias.shape) != (channels,):
+        raise C.OpValueError(op, f"'bias' of shape ({channels},)", f"shape {tuple(bias.shape)}")
+    return add(out, reshape(bias, (1, channels) + (1,) * (len(out.shape) - 2)))
 
 
-__all__ = ["conv2d"]
+# =================================================================================================
+# conv1d: a conv2d over (N, C, 1, L)
+def _one(op, name, v, minimum):
+    """An int or a 1-element tuple/list (MindSpore's 1-d argument forms) -> int >= minimum."""
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if not Wn._is_int(v):
+        raise C.OpTypeError(op, f"'{name}' as an int or a tuple of 1 int", repr(v))
+    if v < minimum:
+        raise C.OpValueError(op, f"'{name}' >= {minimum}", repr(v))
+    return int(v)
+
+
+def conv1d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dilation=1, groups=1):
+    """`ops.conv1d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dilation=1, groups=1)`.
+
+    input (N, C_in, L), weight (C_out, C_in / groups, K), bias (C_out,). pad_mode as conv2d's
+    ("valid", "same" or "pad" with `padding` zeros on both ends). Computed as a conv2d over the
+    input viewed as (N, C_in, 1, L), so it shares conv2d's primitives (and their gradients).
+    """
+    from .shape import reshape
+    op = "conv1d"
+    for arg, t in (("input", input), ("weight", weight)):
+        N.tensor(op, arg, t)
+        if len(t.shape) != 3:
+            raise C.OpValueError(op, f"'{arg}' of rank 3", f"shape {tuple(t.shape)}")
+    s = _one(op, "stride", stride, 1)
+    d = _one(op, "dilation", dilation, 1)
+    p = _one(op, "padding", padding, 0)
+    n, cin, length = input.shape
+    cout, cg, k = weight.shape
+    out = conv2d(reshape(input, (n, cin, 1, length)), reshape(weight, (cout, cg, 1, k)), None, (1, s), pad_mode,
+                 (0, 0, p, p), (1, d), groups)
+    out = reshape(out, (n, cout, out.shape[3]))
+    return out if bias is None else _add_bias(op, out, bias, cout)
+
+
+# =================================================================================================
+# conv_transpose2d: the adjoint of conv2d in its input, i.e. the conv2d_backprop_input primitive
+def transposed_out_size(size, kernel, stride, dilation, pad_lo, pad_hi, output_padding):
+    """Output length of a transposed convolution: (size - 1) * stride - pads + effective kernel + output_padding."""
+    return (size - 1) * stride - pad_lo - pad_hi + (kernel - 1) * dilation + 1 + output_padding
+
+
+def conv_transpose(op, x, w, out_hw, stride, pads, dilation, groups):
+    """The transposed convolution of x (N, C_in, H, W) with w (C_in, C_out / groups, KH, KW) to an
+    (N, C_out, *out_hw) output: the input gradient of the conv2d that maps such an output back to
+    x's shape. Checks the arguments as the op `op`."""
+    Wn.check_nchw(op, "input", x)
+    Wn.check_nchw(op, "weight", w)
+    N.floating(op, "input", x)
+    if x.dtype is not w.dtype:
+        raise C.OpTypeError(op, "'input' and 'weight' of the same dtype", f"{x.dtype} and {w.dtype}")
+    cin, cg = w.shape[0], w.shape[1]
+    if x.shape[1] != cin:
+        raise C.OpValueError(op, f"input channels (dim 1) equal to weight.shape[0] ({cin})", f"input shape {tuple(x.shape)}")
+    if groups < 1 or cin % groups:
+        raise C.OpValueError(op, f"'groups' dividing in_channels ({cin})", f"groups={groups}")
+    if min(out_hw) < 1:
+        raise C.OpValueError(op, "a positive output size", f"output size {tuple(out_hw)} for input {tuple(x.shape)}")
+    x_shape = (x.shape[0], cg * groups) + tuple(out_hw)
+    return _backprop_input(x, w, x_shape=x_shape, stride=stride, pads=pads, dilation=dilation, groups=groups)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """`ops.conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1)`.
+
+    input (N, C_in, H, W), weight (C_in, C_out / groups, KH, KW). Output size per axis:
+    (H - 1) * stride - 2 * padding + dilation * (K - 1) + output_padding + 1, with
+    output_padding < stride. (MindSpore 2.10 has no CPU kernel for this op: these are its
+    documented semantics, the same as PyTorch's.)
+    """
+    op = "conv_transpose2d"
+    Wn.check_nchw(op, "input", input)
+    Wn.check_nchw(op, "weight", weight)
+    stride = Wn.pair(op, "stride", stride)
+    dilation = Wn.pair(op, "dilation", dilation)
+    ph, pw = Wn.pair(op, "padding", padding, minimum=0)
+    oph, opw = Wn.pair(op, "output_padding", output_padding, minimum=0)
+    groups = C.int_attr(op, "groups", groups, minimum=1)
+    if oph >= stride[0] or opw >= stride[1]:
+        raise C.OpValueError(op, f"'output_padding' smaller than 'stride' {stride}", repr(output_padding))
+    kh, kw = weight.shape[2:]
+    h, w = input.shape[2:]
+    out_hw = (transposed_out_size(h, kh, stride[0], dilation[0], ph, ph, oph),
+              transposed_out_size(w, kw, stride[1], dilation[1], pw, pw, opw))
+    out = conv_transpose(op, input, weight, out_hw, stride, (ph, ph, pw, pw), dilation, groups)
+    return out if bias is None else _add_bias(op, out, bias, out.shape[1])
+
+
+__all__ = ["conv1d", "conv2d", "conv_transpose2d"]

@@ -86,4 +86,28 @@ def dropout(input, p=0.5, training=True, seed=None):
     return _dropout(input, p=p, seed=None if seed is None else int(seed))[0]
 
 
-__all__ = ["dropout"]
+def dropout2d(input, p=0.5, training=True):
+    """`ops.dropout2d(input, p=0.5, training=True)`: input (N, C, H, W); each whole channel plane is
+    zeroed with probability p and the kept ones scaled by 1 / (1 - p).
+
+    Composed, not a primitive of its own: the (N, C, 1, 1) channel mask is the dropout primitive
+    applied to ones (so it comes from the same seeded random stream), broadcast over H and W. The
+    gradient is dy times that mask.
+    """
+    from .creation import ones
+    from .elementwise import mul
+    op = "dropout2d"
+    N.floating(op, "input", input)
+    if len(input.shape) != 4:
+        raise C.OpValueError(op, "'input' of rank 4 (N, C, H, W)", f"shape {tuple(input.shape)}")
+    p = C.float_attr(op, "p", p, lo=0.0, hi=1.0)
+    if not isinstance(training, bool):
+        raise C.OpTypeError(op, "'training' to be a bool", repr(training))
+    if not training or p == 0.0:
+        return input
+    n, c = input.shape[:2]
+    mask = _dropout(ones((n, c, 1, 1), input.dtype), p=p, seed=None)[0]
+    return mul(input, mask)
+
+
+__all__ = ["dropout", "dropout2d"]

@@ -1,4 +1,5 @@
-"""Normalization primitives: `layer_norm` and `rms_norm`, each with a fused backward primitive.
+"""Normalization primitives: `layer_norm`, `rms_norm`, `batch_norm` and `group_norm`, each with a
+fused backward primitive.
 
 Why a fused backward primitive (`layer_norm_grad`, `rms_norm_grad`) instead of a backward rule
 written as a dozen minispore ops? Each eager op is a full pass over the activations plus dispatch
@@ -323,4 +324,388 @@ def rms_norm(x, gamma, epsilon=1e-6):
     return _rms_norm(x, gamma, epsilon=epsilon)
 
 
-__all__ = ["layer_norm", "rms_norm"]
+# =================================================================================================
+# batch_norm and group_norm: "normalize over some axes of a reshaped view, scale and shift per channel"
+#
+# Both are written on a view of x in which the statistics axes are explicit:
+#   batch_norm  x -> (N, C, M)        statistics over axes (0, 2) (batch and space), one per channel;
+#   group_norm  x -> (N, G, C/G, M)   statistics over axes (2, 3) (a group's channels and space).
+# The affine parameters are per channel: shape (1, C, 1) resp. (1, G, C/G, 1) in those views.
+# With that, the forward, the fused backward and its second-order rule are one set of formulas.
+class _NormView:
+    """How an op views x: the view's shape, the statistics axes, the parameter shape in the view."""
+
+    __slots__ = ("shape", "axes", "param_shape", "count")
+
+    def __init__(self, shape, axes, param_shape):
+        self.shape, self.axes, self.param_shape = shape, axes, param_shape
+        n = 1
+        for a in axes:
+            n *= shape[a]
+        self.count = n                     # elements behind each statistic
+
+    @property
+    def other_axes(self):
+        """The axes a per-channel parameter gradient sums over."""
+        return tuple(i for i, s in enumerate(self.param_shape) if s == 1)
+
+
+def _bn_view(x_shape):
+    m = 1
+    for s in x_shape[2:]:
+        m *= s
+    n, c = x_shape[0], x_shape[1]
+    return _NormView((n, c, m), (0, 2), (1, c, 1))
+
+
+def _gn_view(x_shape, groups):
+    m = 1
+    for s in x_shape[2:]:
+        m *= s
+    n, c = x_shape[0], x_shape[1]
+    return _NormView((n, groups, c // groups, m), (2, 3), (1, groups, c // groups, 1))
+
+
+def _vsum(a, axes, b=None):
+    """sum(a) or sum(a * b) over `axes` of a view, keeping them as size-1 dims.
+
+    Every reduction here includes the view's last (contiguous) axis: one einsum over it first (no
+    temporary for the product, and much faster than NumPy's strided multi-axis sum), then a sum of
+    the small remainder over the other axes."""
+    sub = "abcd"[:a.ndim]
+    r = np.einsum(f"{sub},{sub}->{sub[:-1]}", a, b) if b is not None else np.einsum(f"{sub}->{sub[:-1]}", a)
+    rest = tuple(ax for ax in axes if ax != a.ndim - 1)
+    if rest:
+        r = r.sum(axis=rest, keepdims=True)
+    return r[..., None]
+
+
+def _stats(v: _NormView, x):
+    """(mean, x - mean, biased variance) over the view's statistics axes (kept as size-1 dims)."""
+    mean = _vsum(x, v.axes)
+    mean /= v.count
+    xc = x - mean
+    var = _vsum(xc, v.axes, xc)
+    var /= v.count
+    return mean, xc, var
+
+
+def _normalize_kernel(v: _NormView, x, weight, bias, eps):
+    """y = (x - mean) * rstd * weight + bias on the view; returns (y, mean, biased var) in the view."""
+    cdt = compute_dtype(x)
+    xv = x.reshape(v.shape).astype(cdt, copy=False)
+    mean, xc, var = _stats(v, xv)
+    scale = 1.0 / np.sqrt(var + eps)
+    if weight is not None:
+        scale = scale * weight.reshape(v.param_shape).astype(cdt, copy=False)
+    y = xc
+    y *= scale                          # xc is a fresh array: normalize in place
+    if bias is not None:
+        y += bias.reshape(v.param_shape).astype(cdt, copy=False)
+    return y.reshape(x.shape), mean, var
+
+
+def _normalize_grad_kernel(v: _NormView, dy, x, weight, eps):
+    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight (means over the
+    statistics axes), dweight = sum(dy * xhat), dbias = sum(dy) (per channel).
+
+    For batch_norm the weight is constant over the statistics axes, so it factors out and the two
+    means are dbias / n and dweight / n: one temporary (xhat) for the whole backward. For group_norm
+    the weight varies inside a group and g is formed explicitly."""
+    cdt = compute_dtype(x)
+    xv = x.reshape(v.shape).astype(cdt, copy=False)
+    dyv = dy.reshape(v.shape).astype(cdt, copy=False)
+    _, xhat, var = _stats(v, xv)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat *= rstd
+    other = v.other_axes
+    db = _vsum(dyv, other)
+    dw = _vsum(dyv, other, xhat)
+    w = weight.reshape(v.param_shape).astype(cdt, copy=False) if weight is not None else None
+    if other == v.axes:                 # batch_norm: g = w * dy with w constant per statistic
+        g, m1, m2 = dyv, db / v.count, dw / v.count
+        scale = rstd if w is None else rstd * w
+    else:
+        g = dyv if w is None else dyv * w
+        m1 = _vsum(g, v.axes) / v.count
+        m2 = _vsum(g, v.axes, xhat) / v.count
+        scale = rstd
+    dx = xhat                           # xhat is needed only for this: build dx in its memory
+    dx *= -m2
+    dx += g
+    dx -= m1
+    dx *= scale
+    return dx.reshape(x.shape), dw.reshape(-1), db.reshape(-1)
+
+
+def _normalize_grad_bprop(v: _NormView, inputs, dout, eps):
+    """Backward of the fused backward (grad-of-grad), in minispore ops, on the view.
+
+    It is `_layer_norm_grad_bprop`'s rule with the statistics taken over `v.axes` and a
+    per-channel weight: with xhat = (x - mean) * rstd, g = dy * w and
+    P(u) = u - mean(u) - xhat * mean(u * xhat), the first backward is dx = rstd * P(g),
+    dw = sum(dy * xhat), db = sum(dy). Given cotangents (a, ddw, ddb):
+      d dy = w * rstd * P(a) + ddw * xhat + ddb,     d w = sum(dy * rstd * P(a)),
+      d x  = rstd * P(c) - s * rstd**2 * xhat / n,   with
+             c = ddw * dy - rstd * (mean(a * xhat) * g + mean(g * xhat) * a),
+             s = sum(a * (g - mean(g) - xhat * mean(g * xhat))).
+    """
+    from .elementwise import add, mul, rsqrt, sub
+    from .reduction import mean, reduce_sum
+    from .shape import reshape
+    dy, x, weight = inputs
+    a, ddw, ddb = dout
+    x_shape = tuple(x.shape)
+    axes, other, n = v.axes, v.other_axes, float(v.count)
+    xv, dyv, av = reshape(x, v.shape), reshape(dy, v.shape), reshape(a, v.shape)
+    wv = reshape(weight, v.param_shape) if weight is not None else None
+    ddwv, ddbv = reshape(ddw, v.param_shape), reshape(ddb, v.param_shape)
+
+    def smean(u):
+        return mean(u, axes, True)
+
+    xc = sub(xv, smean(xv))
+    rstd = rsqrt(add(smean(mul(xc, xc)), eps))
+    xhat = mul(xc, rstd)
+
+    def proj(u):
+        return sub(sub(u, smean(u)), mul(xhat, smean(mul(u, xhat))))
+
+    g = mul(dyv, wv) if wv is not None else dyv
+    m2 = smean(mul(g, xhat))
+    ga = mul(rstd, proj(av))                                   # cotangent reaching g
+    d_dy = add(add(mul(ga, wv) if wv is not None else ga, mul(ddwv, xhat)), ddbv)
+    d_w = reshape(reduce_sum(mul(dyv, ga), other), (-1,)) if wv is not None else None
+    s = reduce_sum(mul(av, sub(sub(g, smean(g)), mul(xhat, m2))), axes, True)
+    c = sub(mul(ddwv, dyv), mul(rstd, add(mul(smean(mul(av, xhat)), g), mul(m2, av))))
+    d_x = sub(mul(rstd, proj(c)), mul(mul(s, mul(rstd, rstd)), mul(xhat, 1.0 / n)))
+    return reshape(d_dy, x_shape), reshape(d_x, x_shape), d_w
+
+
+def _check_channel_param(op, arg, t, c):
+    if t is None:
+        return
+    N.floating(op, arg, t)
+    if tuple(t.shape) != (c,):
+        raise C.OpValueError(op, f"'{arg}' of shape (C,) = ({c},) (C: dim 1 of the input)", f"shape {tuple(t.shape)}")
+
+
+def _stat_dtype(x_dtype):
+    """Statistics are float32 for half-precision inputs (they are computed in float32)."""
+    return x_dtype if x_dtype.itemsize >= 4 else mstype.float32
+
+
+# -------------------------------------------------------------------------------------------------
+# batch_norm
+def _batch_norm_infer(x, weight, bias, mean, var, training, eps):
+    op = "batch_norm"
+    N.floating(op, "input_x", x)
+    if not 2 <= len(x.shape) <= 5:
+        raise C.OpValueError(op, "'input_x' of rank 2 to 5, (N, C, ...)", f"shape {tuple(x.shape)}")
+    c = x.shape[1]
+    for arg, t in (("weight", weight), ("bias", bias), ("running_mean", mean), ("running_var", var)):
+        _check_channel_param(op, arg, t, c)
+    if not training:
+        if mean is None or var is None:
+            raise C.OpValueError(op, "'running_mean' and 'running_var' when training=False", "None")
+        return AbstractTensor(x.shape, x.dtype)
+    n = x.shape[0]
+    for s in x.shape[2:]:
+        n *= s
+    if n < 2:
+        raise C.OpValueError(op, "more than 1 value per channel when training (batch statistics)",
+                             f"input shape {tuple(x.shape)}")
+    st = AbstractTensor((c,), _stat_dtype(x.dtype))
+    return AbstractTensor(x.shape, x.dtype), st, st
+
+
+def _batch_norm_kernel(x, weight, bias, mean, var, training, eps):
+    v = _bn_view(x.shape)
+    if not training:
+        # y = x * scale + shift with the given statistics: one fused multiply-add per element
+        cdt = compute_dtype(x)
+        scale = 1.0 / np.sqrt(var.astype(cdt) + eps)
+        if weight is not None:
+            scale = scale * weight.astype(cdt)
+        shift = -mean.astype(cdt) * scale
+        if bias is not None:
+            shift = shift + bias.astype(cdt)
+        y = x.reshape(v.shape).astype(cdt)        # (a copy: the output)
+        y *= scale.reshape(v.param_shape)
+        y += shift.reshape(v.param_shape)
+        return y.reshape(x.shape)
+    y, bmean, bvar = _normalize_kernel(v, x, weight, bias, eps)
+    n = v.count
+    return y, bmean.reshape(-1), bvar.reshape(-1) * (n / (n - 1))     # unbiased variance for the running stats
+
+
+def _batch_norm_grad_infer(dy, x, weight, eps):
+    op = "batch_norm_grad"
+    N.floating(op, "dout", dy)
+    if tuple(dy.shape) != tuple(x.shape):
+        raise C.OpValueError(op, f"'dout' of the input's shape {tuple(x.shape)}", f"shape {tuple(dy.shape)}")
+    _batch_norm_infer(x, weight, None, None, None, True, eps)
+    wdt = weight.dtype if weight is not None else x.dtype
+    c = (x.shape[1],)
+    return AbstractTensor(x.shape, x.dtype), AbstractTensor(c, wdt), AbstractTensor(c, wdt)
+
+
+def _batch_norm_grad_kernel(dy, x, weight, eps):
+    return _normalize_grad_kernel(_bn_view(x.shape), dy, x, weight, eps)
+
+
+def _batch_norm_bprop(inputs, out, dout, training, eps):
+    from .elementwise import add, mul, pow, rsqrt, sub
+    from .reduction import reduce_sum
+    from .shape import reshape
+    x, weight, bias, mean, var = inputs
+    if training:
+        # (the batch statistics outputs feed only the running averages: no gradient flows from them)
+        dy = dout[0]
+        dx, dw, db = _batch_norm_grad(dy, x, weight, eps=eps)
+        return dx, (dw if weight is not None else None), (db if bias is not None else None), None, None
+    # inference: y = (x - mean) * rstd * w + b, an affine map of x with given statistics
+    dy = dout
+    pshape = (1, x.shape[1]) + (1,) * (len(x.shape) - 2)
+    axes = (0,) + tuple(range(2, len(x.shape)))
+    rstd = rsqrt(add(var, eps))
+    scale = mul(rstd, weight) if weight is not None else rstd
+    dx = mul(dy, reshape(scale, pshape)) if N.needs_grad(x) else None
+    xc = sub(x, reshape(mean, pshape))
+    dw = reduce_sum(mul(dy, mul(xc, reshape(rstd, pshape))), axes) if N.needs_grad(weight) else None
+    db = reduce_sum(dy, axes) if N.needs_grad(bias) else None
+    dmean = mul(reduce_sum(dy, axes), mul(scale, -1.0)) if N.needs_grad(mean) else None
+    dvar = None
+    if N.needs_grad(var):
+        dvar = mul(reduce_sum(mul(dy, xc), axes), mul(mul(pow(rstd, 3), -0.5), weight if weight is not None else 1.0))
+    return dx, dw, db, dmean, dvar
+
+
+def _batch_norm_grad_bprop(inputs, out, dout, eps):
+    return _normalize_grad_bprop(_bn_view(tuple(inputs[1].shape)), inputs, dout, eps)
+
+
+def _batch_norm_cost(x, weight, bias, mean, var, training, eps):
+    return {"flops": (8 if training else 2) * x.size}
+
+
+_batch_norm = defprim("batch_norm", _batch_norm_infer, _batch_norm_kernel, _batch_norm_bprop, cost=_batch_norm_cost,
+                      doc="per-channel normalization: batch statistics (training, also returned) or given ones")
+_batch_norm_grad = defprim("batch_norm_grad", _batch_norm_grad_infer, _batch_norm_grad_kernel,
+                           _batch_norm_grad_bprop, doc="fused backward of training-mode batch_norm: (dx, dw, db)")
+
+
+def update_running_stats(running_mean, running_var, batch_mean, batch_var, factor):
+    """running = (1 - factor) * running + factor * batch, written into the running tensors' storage
+    (in place, as MindSpore's BatchNorm updates its moving statistics). Eager values only."""
+    for run, new in ((running_mean, batch_mean), (running_var, batch_var)):
+        a = run._data
+        upd = a * (1.0 - factor) + new._data.astype(a.dtype, copy=False) * factor
+        if a.flags.writeable:
+            np.copyto(a, upd, casting="unsafe")
+        else:
+            run._data = upd.astype(a.dtype)
+        run._version += 1
+
+
+# Graph capture cannot write a traced value into a tensor: under jit the nn layer installs an
+# updater that runs as a host call (at graph run time, on the concrete statistics).
+_RUNNING_STATS_UPDATER = [update_running_stats]
+
+
+def set_running_stats_updater(fn):
+    """Install the function that applies running-statistics updates (nn.layers.normalization does)."""
+    _RUNNING_STATS_UPDATER[0] = fn
+
+
+def batch_norm(input_x, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5):
+    """`ops.batch_norm(input_x, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5)`.
+
+    Normalizes each channel (dim 1) of an (N, C, ...) input:
+    y = (x - mean) / sqrt(var + eps) * weight + bias. With training=True the batch's statistics
+    are used (biased variance) and the running ones are updated in place with the *functional*
+    convention  running = (1 - momentum) * running + momentum * batch  (unbiased variance); note
+    nn.BatchNorm2d's `momentum=0.9` is the weight of the *old* value instead. With training=False
+    the running statistics are used. weight/bias may be None (ones / zeros).
+    """
+    op = "batch_norm"
+    for arg, t in (("input_x", input_x), ("running_mean", running_mean), ("running_var", running_var)):
+        N.tensor(op, arg, t)
+    if not isinstance(training, bool):
+        raise C.OpTypeError(op, "'training' to be a bool", repr(training))
+    momentum = C.float_attr(op, "momentum", momentum, lo=0.0, hi=1.0)
+    eps = C.float_attr(op, "eps", eps, lo=0.0)
+    if not training:
+        return _batch_norm(input_x, weight, bias, running_mean, running_var, training=False, eps=eps)
+    _batch_norm_infer(input_x, weight, bias, running_mean, running_var, True, eps)   # check the running stats too
+    y, bmean, bvar = _batch_norm(input_x, weight, bias, None, None, training=True, eps=eps)
+    _RUNNING_STATS_UPDATER[0](running_mean, running_var, bmean, bvar, momentum)
+    return y
+
+
+# -------------------------------------------------------------------------------------------------
+# group_norm
+def _group_norm_infer(x, weight, bias, num_groups, eps):
+    op = "group_norm"
+    N.floating(op, "input", x)
+    if len(x.shape) < 2:
+        raise C.OpValueError(op, "'input' of rank >= 2, (N, C, ...)", f"shape {tuple(x.shape)}")
+    c = x.shape[1]
+    if c % num_groups:
+        raise C.OpValueError(op, f"'num_groups' dividing the channels C = {c}", f"num_groups={num_groups}")
+    _check_channel_param(op, "weight", weight, c)
+    _check_channel_param(op, "bias", bias, c)
+    return AbstractTensor(x.shape, x.dtype)
+
+
+def _group_norm_kernel(x, weight, bias, num_groups, eps):
+    v = _gn_view(x.shape, num_groups)
+    # the view puts the per-channel parameters in (1, G, C/G, 1): reshape them the same way
+    return _normalize_kernel(v, x, weight, bias, eps)[0]
+
+
+def _group_norm_grad_infer(dy, x, weight, num_groups, eps):
+    op = "group_norm_grad"
+    N.floating(op, "dout", dy)
+    if tuple(dy.shape) != tuple(x.shape):
+        raise C.OpValueError(op, f"'dout' of the input's shape {tuple(x.shape)}", f"shape {tuple(dy.shape)}")
+    _group_norm_infer(x, weight, None, num_groups, eps)
+    wdt = weight.dtype if weight is not None else x.dtype
+    c = (x.shape[1],)
+    return AbstractTensor(x.shape, x.dtype), AbstractTensor(c, wdt), AbstractTensor(c, wdt)
+
+
+def _group_norm_grad_kernel(dy, x, weight, num_groups, eps):
+    return _normalize_grad_kernel(_gn_view(x.shape, num_groups), dy, x, weight, eps)
+
+
+def _group_norm_bprop(inputs, out, dout, num_groups, eps):
+    x, weight, bias = inputs
+    dx, dw, db = _group_norm_grad(dout, x, weight, num_groups=num_groups, eps=eps)
+    return dx, (dw if weight is not None else None), (db if bias is not None else None)
+
+
+def _group_norm_grad_bprop(inputs, out, dout, num_groups, eps):
+    return _normalize_grad_bprop(_gn_view(tuple(inputs[1].shape), num_groups), inputs, dout, eps)
+
+
+_group_norm = defprim("group_norm", _group_norm_infer, _group_norm_kernel, _group_norm_bprop,
+                      doc="normalize over groups of channels (and space), then per-channel scale and shift")
+_group_norm_grad = defprim("group_norm_grad", _group_norm_grad_infer, _group_norm_grad_kernel,
+                           _group_norm_grad_bprop, doc="fused backward of group_norm: (dx, dweight, dbias)")
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """`ops.group_norm(input, num_groups, weight=None, bias=None, eps=1e-5)`.
+
+    Splits the C channels of an (N, C, ...) input into `num_groups` groups and normalizes each
+    (sample, group) over its channels and positions (biased variance); then y * weight + bias per
+    channel. Instance normalization is num_groups = C; layer normalization over (C, ...) is 1.
+    """
+    op = "group_norm"
+    num_groups = C.int_attr(op, "num_groups", num_groups, minimum=1)
+    eps = C.float_attr(op, "eps", eps, lo=0.0)
+    return _group_norm(input, weight, bias, num_groups=num_groups, eps=eps)
+
+
+__all__ = ["batch_norm", "group_norm", "layer_norm", "rms_norm"]

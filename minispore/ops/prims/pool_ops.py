@@ -1,4 +1,5 @@
-"""2-d max and average pooling (NCHW), with PyTorch's/MindSpore's window and ceil_mode rules.
+"""2-d max and average pooling (NCHW), with PyTorch's/MindSpore's window and ceil_mode rules;
+avg_pool1d on top of them, and the adaptive pools (adaptive_avg_pool2d, adaptive_max_pool2d).
 
 max_pool2d returns the argmax of each window as a second output (a flat index into the H*W plane
 of the unpadded input, as `return_indices=True` shows it). Its backward is a scatter of dy onto those
@@ -237,4 +238,183 @@ def avg_pool2d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, cou
                      count_include_pad=count_include_pad, divisor_override=divisor_override)
 
 
-__all__ = ["avg_pool2d", "max_pool2d"]
+def avg_pool1d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, count_include_pad=True):
+    """`ops.avg_pool1d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, count_include_pad=True)`.
+
+    input_x (N, C, L); `padding` zeros on both ends (an int or a 1-tuple), at most half the kernel.
+    An avg_pool2d over the input viewed as (N, C, 1, L) (the same primitive and gradient).
+    """
+    from .shape import reshape
+    op = "avg_pool1d"
+    C.tensor(op, "input_x", input_x)
+    if len(input_x.shape) != 3:
+        raise C.OpValueError(op, "'input_x' of rank 3 (N, C, L)", f"shape {tuple(input_x.shape)}")
+    k = _one_int(op, "kernel_size", kernel_size, 1)
+    st = _one_int(op, "stride", stride, 1)
+    p = _one_int(op, "padding", padding, 0)
+    if not isinstance(ceil_mode, bool) or not isinstance(count_include_pad, bool):
+        raise C.OpTypeError(op, "'ceil_mode' and 'count_include_pad' to be bools",
+                            f"{ceil_mode!r}, {count_include_pad!r}")
+    n, c, length = input_x.shape
+    y = _avg_pool(reshape(input_x, (n, c, 1, length)), kernel=(1, k), stride=(1, st), pads=(0, 0, p, p),
+                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=0)
+    return reshape(y, (n, c, y.shape[3]))
+
+
+def _one_int(op, name, v, minimum):
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if not Wn._is_int(v):
+        raise C.OpTypeError(op, f"'{name}' as an int or a tuple of 1 int", repr(v))
+    if v < minimum:
+        raise C.OpValueError(op, f"'{name}' >= {minimum}", repr(v))
+    return int(v)
+
+
+# =================================================================================================
+# adaptive pools: output cell i along an axis of length L (out of O) covers the input range
+#   [floor(i * L / O), ceil((i + 1) * L / O))
+# so the windows tile the input, overlapping by at most one element when O does not divide L.
+def adaptive_bounds(size, out):
+    i = np.arange(out)
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _averaging_matrix(size, out, dtype):
+    """(out, size) matrix whose row i averages window i: adaptive average pooling along one axis."""
+    start, end = adaptive_bounds(size, out)
+    pos = np.arange(size)
+    inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
+    return (inside / (end - start)[:, None]).astype(dtype)
+
+
+def _output_size(op, output_size, hw):
+    """An int, or a 2-tuple of ints / None (None keeps that input size) -> (OH, OW)."""
+    if Wn._is_int(output_size):
+        output_size = (output_size, output_size)
+    if not (isinstance(output_size, (tuple, list)) and len(output_size) == 2
+            and all(v is None or Wn._is_int(v) for v in output_size)):
+        raise C.OpTypeError(op, "'output_size' as an int or a tuple of 2 ints (or None)", repr(output_size))
+    out = tuple(int(hw[i]) if v is None else int(v) for i, v in enumerate(output_size))
+    if min(out) < 1:
+        raise C.OpValueError(op, "'output_size' values >= 1", repr(output_size))
+    return out
+
+
+def _check_adaptive_input(op, x):
+    C.tensor(op, "input", x)
+    if len(x.shape) not in (3, 4):
+        raise C.OpValueError(op, "'input' of rank 3 or 4, (C, H, W) or (N, C, H, W)", f"shape {tuple(x.shape)}")
+    if not x.dtype.is_floating:
+        raise C.OpTypeError(op, "'input' with a floating dtype", str(x.dtype))
+
+
+def _adaptive_avg_infer(x, out_hw):
+    op = "adaptive_avg_pool2d"
+    _check_adaptive_input(op, x)
+    return AbstractTensor(tuple(x.shape[:-2]) + tuple(out_hw), x.dtype)
+
+
+def _adaptive_avg_kernel(x, out_hw):
+    h, w = x.shape[-2:]
+    if out_hw == (1, 1):                            # global average pooling (ResNet's head): one reduction
+        return x.mean(axis=(-2, -1), keepdims=True, dtype=np.float32 if x.dtype.itemsize < 4 else None)
+    cdt = np.float32 if x.dtype.itemsize < 4 else x.dtype
+    ph, pw = _averaging_matrix(h, out_hw[0], cdt), _averaging_matrix(w, out_hw[1], cdt)
+    return ph @ x.astype(cdt, copy=False) @ pw.T
+
+
+def _adaptive_avg_grad_infer(dy, x_shape):
+    op = "adaptive_avg_pool2d_grad"
+    C.tensor(op, "dout", dy)
+    if len(dy.shape) != len(x_shape) or tuple(dy.shape[:-2]) != tuple(x_shape[:-2]):
+        raise C.OpValueError(op, f"'dout' with the leading dims of the input {tuple(x_shape)}", f"shape {tuple(dy.shape)}")
+    return AbstractTensor(x_shape, dy.dtype)
+
+
+def _adaptive_avg_grad_kernel(dy, x_shape):
+    h, w = x_shape[-2:]
+    oh, ow = dy.shape[-2:]
+    cdt = np.float32 if dy.dtype.itemsize < 4 else dy.dtype
+    ph, pw = _averaging_matrix(h, oh, cdt), _averaging_matrix(w, ow, cdt)
+    return ph.T @ dy.astype(cdt, copy=False) @ pw
+
+
+def _adaptive_avg_bprop(inputs, out, dout, out_hw):
+    return (_adaptive_avg_grad(dout, x_shape=tuple(inputs[0].shape)),)
+
+
+def _adaptive_avg_grad_bprop(inputs, out, dout, x_shape):
+    return (_adaptive_avg(dout, out_hw=tuple(inputs[0].shape[-2:])),)     # a linear map and its adjoint
+
+
+_adaptive_avg = defprim("adaptive_avg_pool2d", _adaptive_avg_infer, _adaptive_avg_kernel, _adaptive_avg_bprop,
+                        doc="adaptive 2-d average pooling to a given output size")
+_adaptive_avg_grad = defprim("adaptive_avg_pool2d_grad", _adaptive_avg_grad_infer, _adaptive_avg_grad_kernel,
+                             _adaptive_avg_grad_bprop, doc="backward of adaptive_avg_pool2d (its adjoint)")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """`ops.adaptive_avg_pool2d(input, output_size)`: input (N, C, H, W) or (C, H, W).
+
+    output_size: an int or (OH, OW), where None keeps that input dimension. Output cell i along an
+    axis of length L averages the input range [floor(i*L/O), ceil((i+1)*L/O)).
+    """
+    op = "adaptive_avg_pool2d"
+    _check_adaptive_input(op, input)
+    return _adaptive_avg(input, out_hw=_output_size(op, output_size, input.shape[-2:]))
+
+
+def _adaptive_max_infer(x, out_hw):
+    op = "adaptive_max_pool2d"
+    Wn.check_nchw(op, "input", x)
+    if not x.dtype.is_floating:
+        raise C.OpTypeError(op, "'input' with a floating dtype", str(x.dtype))
+    shape = tuple(x.shape[:2]) + tuple(out_hw)
+    return AbstractTensor(shape, x.dtype), AbstractTensor(shape, mstype.int64)
+
+
+def _adaptive_max_kernel(x, out_hw):
+    n, c, h, w = x.shape
+    oh, ow = out_hw
+    hs, he = adaptive_bounds(h, oh)
+    ws, we = adaptive_bounds(w, ow)
+    y = np.empty((n, c, oh, ow), x.dtype)
+    idx = np.empty((n, c, oh, ow), np.int64)
+    for i in range(oh):                         # one vectorized argmax per output cell
+        for j in range(ow):
+            win = x[:, :, hs[i]:he[i], ws[j]:we[j]].reshape(n, c, -1)
+            a = win.argmax(axis=-1)
+            y[:, :, i, j] = np.take_along_axis(win, a[..., None], axis=-1)[..., 0]
+            kw = we[j] - ws[j]
+            idx[:, :, i, j] = (hs[i] + a // kw) * w + ws[j] + a % kw
+    return y, idx
+
+
+def _adaptive_max_bprop(inputs, out, dout, out_hw):
+    # the same scatter onto the argmax positions as max_pool2d's backward
+    return (_max_pool_grad(dout[0], out[1], x_shape=tuple(inputs[0].shape)),)
+
+
+_adaptive_max = defprim("adaptive_max_pool2d", _adaptive_max_infer, _adaptive_max_kernel, _adaptive_max_bprop,
+                        doc="adaptive 2-d max pooling: (output, argmax)")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """`ops.adaptive_max_pool2d(input, output_size, return_indices=False)`: input (N, C, H, W) or
+    (C, H, W); windows as adaptive_avg_pool2d's. With return_indices, also the argmax (Int64 flat
+    index into each H*W plane)."""
+    from .shape import reshape
+    op = "adaptive_max_pool2d"
+    _check_adaptive_input(op, input)
+    if not isinstance(return_indices, bool):
+        raise C.OpTypeError(op, "'return_indices' to be a bool", repr(return_indices))
+    out_hw = _output_size(op, output_size, input.shape[-2:])
+    x = input if len(input.shape) == 4 else reshape(input, (1,) + tuple(input.shape))
+    y, idx = _adaptive_max(x, out_hw=out_hw)
+    if len(input.shape) == 3:
+        y, idx = reshape(y, tuple(y.shape[1:])), reshape(idx, tuple(idx.shape[1:]))
+    return (y, idx) if return_indices else y
+
+
+__all__ = ["adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "max_pool2d"]
