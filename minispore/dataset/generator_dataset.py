@@ -16,110 +16,21 @@
 Each row is a tuple with one value per column (a bare value is accepted when there is one column);
 values become NumPy arrays (`np.asarray`) and, unless `output_numpy=True`, Tensors. minispore
 produces rows in the calling thread: `num_parallel_workers` and `python_multiprocessing` are accepted
-for compatibility and do not start workers. Shuffling draws from minispore's global RNG, so
-`ms.set_seed` fixes the order; each epoch is reshuffled.
+for compatibility and do not start workers. Shuffling draws from the iterator's random stream
+(pipeline.py), so `ms.set_seed` or `mindspore.dataset.config.set_seed` fixes the order; each epoch is
+reshuffled.
+
+`NumpySlicesDataset(data, column_names=None, shuffle=None)` is a GeneratorDataset over in-memory
+data sliced along the first axis (a list, an ndarray, a tuple of them, or a dict of columns).
 """
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
-from ..common import context
 from ..common.errors import OpTypeError, OpValueError
-from ..common.tensor import Tensor
-
-
-class Dataset:
-    """The pipeline stage interface: `_rows()` yields one epoch of rows (tuples of ndarrays)."""
-
-    column_names: list
-
-    def _rows(self):
-        raise NotImplementedError
-
-    def _num_rows(self) -> int:
-        """Rows per epoch; the default counts them by running an epoch (MindSpore does the same for
-        sources without `__len__`)."""
-        return sum(1 for _ in self._rows())
-
-    # -- the public pipeline API --------------------------------------------------------------------
-    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, per_batch_map=None,
-              input_columns=None, output_columns=None, python_multiprocessing=False, max_rowsize=None):
-        """Group `batch_size` consecutive rows, stacking each column along a new first axis.
-
-        The last, smaller batch is kept unless `drop_remainder=True`. `per_batch_map`,
-        `input_columns` and `output_columns` are not supported.
-        """
-        for name, value in (("per_batch_map", per_batch_map), ("input_columns", input_columns),
-                            ("output_columns", output_columns)):
-            if value is not None:
-                raise OpValueError("Dataset.batch", f"'{name}'=None (not supported by minispore)", repr(value))
-        return BatchDataset(self, batch_size, drop_remainder)
-
-    def get_dataset_size(self) -> int:
-        """Number of rows (batches, after `.batch`) in one epoch."""
-        return self._num_rows()
-
-    def get_col_names(self) -> list:
-        return list(self.column_names)
-
-    def get_batch_size(self) -> int:
-        return 1
-
-    def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=False):
-        """An iterator over rows, each a list with one Tensor (or ndarray) per column.
-
-        Each pass of a `for` loop over the iterator is one epoch; it allows `num_epochs` passes
-        (-1: unlimited).
-        """
-        return _DatasetIterator(self, columns, num_epochs, output_numpy, as_dict=False)
-
-    def create_dict_iterator(self, num_epochs=-1, output_numpy=False, do_copy=False):
-        """Like `create_tuple_iterator`, but each row is a dict {column name: value}."""
-        return _DatasetIterator(self, None, num_epochs, output_numpy, as_dict=True)
-
-    def __iter__(self):
-        return iter(self.create_tuple_iterator())
-
-
-class _DatasetIterator:
-    def __init__(self, dataset, columns, num_epochs, output_numpy, as_dict):
-        op = "create_tuple_iterator"
-        if not isinstance(num_epochs, numbers.Integral) or isinstance(num_epochs, bool) \
-                or (num_epochs < 1 and num_epochs != -1):
-            raise OpValueError(op, "'num_epochs' as a positive int or -1", repr(num_epochs))
-        names = dataset.column_names
-        if columns is None:
-            self._index = list(range(len(names)))
-        else:
-            columns = [columns] if isinstance(columns, str) else list(columns)
-            unknown = [c for c in columns if c not in names]
-            if unknown:
-                raise OpValueError(op, f"'columns' among {names}", repr(unknown))
-            self._index = [names.index(c) for c in columns]
-        self._names = [names[i] for i in self._index]
-        self._dataset, self._num_epochs = dataset, int(num_epochs)
-        self._output_numpy, self._as_dict = bool(output_numpy), as_dict
-        self._epochs_started, self._rows = 0, None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        if self._rows is None:                      # start an epoch
-            if self._num_epochs != -1 and self._epochs_started >= self._num_epochs:
-                raise StopIteration
-            self._rows = iter(self._dataset._rows())
-            self._epochs_started += 1
-        try:
-            row = next(self._rows)
-        except StopIteration:
-            self._rows = None                       # the next `for` starts the next epoch
-            raise
-        values = [row[i] if self._output_numpy else Tensor(row[i]) for i in self._index]
-        return dict(zip(self._names, values)) if self._as_dict else values
+from .pipeline import BatchDataset, Dataset, as_array      # noqa: F401  (BatchDataset: re-exported)
 
 
 def _to_row(op, row, n_columns):
@@ -130,13 +41,7 @@ def _to_row(op, row, n_columns):
         row = (row,)
     if len(row) != n_columns:
         raise OpValueError(op, f"rows of {n_columns} values (one per column)", f"a row of {len(row)} values")
-    out = []
-    for value in row:
-        arr = value.asnumpy() if isinstance(value, Tensor) else np.asarray(value)
-        if arr.dtype == object:
-            raise OpTypeError(op, "row values convertible to numeric arrays", f"{type(value).__name__} {value!r:.60}")
-        out.append(arr)
-    return tuple(out)
+    return tuple(as_array(op, value) for value in row)
 
 
 class GeneratorDataset(Dataset):
@@ -185,15 +90,15 @@ class GeneratorDataset(Dataset):
         self.source = source
         self.column_names = list(column_names)
         self.num_samples = None if num_samples is None else int(num_samples)
-        self.shuffle = self._kind == "random_access" if shuffle is None else shuffle
+        self.shuffled = self._kind == "random_access" if shuffle is None else shuffle
 
-    def _rows(self):
+    def _rows(self, rng):
         op = "GeneratorDataset"
         n_cols = len(self.column_names)
         if self._kind == "random_access":
             order = np.arange(len(self.source))
-            if self.shuffle:
-                order = context.rng().permutation(order)
+            if self.shuffled:
+                order = rng.permutation(order)
             if self.num_samples is not None:
                 order = order[:self.num_samples]
             for i in order:
@@ -205,6 +110,9 @@ class GeneratorDataset(Dataset):
                 return
             yield _to_row(op, row, n_cols)
 
+    def is_shuffled(self) -> bool:
+        return bool(self.shuffled)
+
     def _num_rows(self) -> int:
         if self._kind == "random_access":
             n = len(self.source)
@@ -212,44 +120,61 @@ class GeneratorDataset(Dataset):
         return super()._num_rows()
 
 
-class BatchDataset(Dataset):
-    """Rows of `child` grouped `batch_size` at a time (made by `Dataset.batch`)."""
+class _Slices:
+    """MindSpore's `_NumpySlicesDataset`: columns of equal length, read row by row."""
 
-    def __init__(self, child: Dataset, batch_size, drop_remainder=False):
-        op = "Dataset.batch"
-        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool) or batch_size < 1:
-            raise OpValueError(op, "'batch_size' as a positive int", repr(batch_size))
-        if not isinstance(drop_remainder, bool):
-            raise OpTypeError(op, "'drop_remainder' to be a bool", type(drop_remainder).__name__)
-        self.child, self.batch_size, self.drop_remainder = child, int(batch_size), drop_remainder
-        self.column_names = list(child.column_names)
+    def __init__(self, data, column_names):
+        op = "NumpySlicesDataset"
+        names = None
+        if isinstance(data, dict):
+            if not data:
+                raise OpValueError(op, "a non-empty dict of columns", "{}")
+            names = [str(k) for k in data]
+            # (a pandas DataFrame column has `.values`; MindSpore reads columns as lists of rows)
+            data = tuple(list(getattr(v, "values", v)) for v in data.values())
+        columns = data if isinstance(data, tuple) else (data,)
+        for col in columns:
+            if not hasattr(col, "__len__") or not hasattr(col, "__getitem__"):
+                raise OpTypeError(op, "'data' as a list, ndarray, tuple of them or dict of columns",
+                                  f"a column of type {type(col).__name__}")
+        lengths = [len(c) for c in columns]
+        if len(set(lengths)) > 1:
+            raise OpValueError(op, "columns of equal length", f"lengths {lengths}")
+        self.columns = columns
+        if column_names is None:
+            column_names = names or [f"column_{i}" for i in range(len(columns))]
+        if isinstance(column_names, str):
+            column_names = [column_names]
+        if not isinstance(column_names, (list, tuple)) or len(column_names) != len(columns):
+            raise OpValueError(op, f"{len(columns)} column name(s) (one per column of 'data')", repr(column_names))
+        self.column_names = list(column_names)
 
-    def get_batch_size(self) -> int:
-        return self.batch_size
+    def __getitem__(self, index):
+        return tuple(col[index] for col in self.columns)
 
-    def _stack(self, rows):
-        out = []
-        for c, name in enumerate(self.column_names):
-            shapes = {r[c].shape for r in rows}
-            if len(shapes) > 1:
-                raise OpValueError("Dataset.batch", f"rows of one shape in column '{name}' to batch them",
-                                   f"shapes {sorted(shapes)}")
-            out.append(np.stack([r[c] for r in rows]))
-        return tuple(out)
-
-    def _rows(self):
-        pending = []
-        for row in self.child._rows():
-            pending.append(row)
-            if len(pending) == self.batch_size:
-                yield self._stack(pending)
-                pending = []
-        if pending and not self.drop_remainder:
-            yield self._stack(pending)
-
-    def _num_rows(self) -> int:
-        n = self.child._num_rows()
-        return n // self.batch_size if self.drop_remainder else math.ceil(n / self.batch_size)
+    def __len__(self):
+        return len(self.columns[0])
 
 
-__all__ = ["GeneratorDataset", "BatchDataset", "Dataset"]
+class NumpySlicesDataset(GeneratorDataset):
+    """Rows sliced from in-memory data (MindSpore's arguments).
+
+    * a list or ndarray is one column: `NumpySlicesDataset([1, 2, 3])` gives rows `1`, `2`, `3` in
+      column "column_0"; a list of lists gives 1-d rows;
+    * a tuple is several columns: `NumpySlicesDataset((x, y), ["x", "y"])`;
+    * a dict maps column names to columns.
+
+    Python ints become int64 and floats float64 (NumPy's conversion; cast with
+    `transforms.TypeCast` in a `map` or build float32 arrays first). `shuffle=None` shuffles, as for
+    any random-accessible source.
+    """
+
+    def __init__(self, data, column_names=None, num_samples=None, num_parallel_workers=1, shuffle=None,
+                 sampler=None, num_shards=None, shard_id=None):
+        source = _Slices(data, column_names)
+        super().__init__(source, column_names=source.column_names, num_samples=num_samples,
+                         num_parallel_workers=num_parallel_workers, shuffle=shuffle, sampler=sampler,
+                         num_shards=num_shards, shard_id=shard_id)
+
+
+__all__ = ["GeneratorDataset", "NumpySlicesDataset", "BatchDataset", "Dataset"]
