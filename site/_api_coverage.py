@@ -108,7 +108,7 @@ RULES = [
                    "float8/int4 types: subsystems outside minispore's scope"),
     # -- datasets: everything beyond the in-memory, MNIST and CIFAR sources --
     (r"mindspore\.dataset(\.\w+)?", r"\w+Dataset|DatasetCache|DSCallback|WaitedDSCallback|Schema|"
-                                    r"SentencePieceModel|DE_C_\w+|\w+Sampler|Shuffle|ShuffleToShuffleMode|"
+                                    r"SentencePieceModel|DE_C_\w+|\w*Sampler|Shuffle|ShuffleToShuffleMode|"
                                     r"shuffle_to_shuffle_mode|\w*Iterator|ITERATORS_LIST|BatchInfo|"
                                     r"BlockReleasePair|DebugHook|ErrorSamplesMode|ExceptionHandler|FuncWrapper|"
                                     r"GeneratorType|GetOffloadModel|Implementation|LineReader|MAX_METADATA_LENGTH|"
