@@ -81,7 +81,7 @@ def main():
     else:
         ms.save_checkpoint(net, args.init_ckpt)
     loss_fn = nn.CrossEntropyLoss()
-    optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.02, momentum=0.9)
+    optimizer = nn.Momentum(net.trainable_params(), learning_rate=0.01, momentum=0.9)
 
     def forward_fn(data, label):
         logits = net(data)
