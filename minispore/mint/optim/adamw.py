@@ -50,7 +50,56 @@ def _check_group(group):
     _real("betas[1]", betas[1], lo=0.0, hi=1.0, hi_open=True)
 
 
+def param_groups(op, params, defaults, keys, check):
+    """PyTorch's `params` argument (Parameters, or group dicts with per-group settings) -> the list of
+    group dicts (defaults filled in, each checked) and the flat parameter list, in order. Shared by
+    mint.optim's AdamW, Adam and SGD."""
+    if isinstance(params, Parameter):
+        params = [params]
+    try:
+        params = list(params)
+    except TypeError:
+        raise OpTypeError(op, "params as an iterable of Parameters or group dicts", type(params).__name__) from None
+    if not params:
+        raise OpValueError(op, "a non-empty parameter list", "an empty list")
+    groups = params if isinstance(params[0], dict) else [{"params": params}]
+    out, seen, flat = [], set(), []
+    for group in groups:
+        if not isinstance(group, dict) or "params" not in group:
+            raise OpTypeError(op, "group dicts with a 'params' key", type(group).__name__)
+        g = {k: v for k, v in group.items()}
+        g["params"] = list(g["params"]) if not isinstance(g["params"], Parameter) else [g["params"]]
+        unknown = [k for k in g if k != "params" and k not in keys]
+        if unknown:
+            raise OpValueError(op, f"group keys among {['params', *keys]}", repr(unknown))
+        for k, v in defaults.items():
+            g.setdefault(k, v)
+        check(g)
+        for p in g["params"]:
+            if not isinstance(p, Parameter):
+                raise OpTypeError(op, "Parameters in 'params'", type(p).__name__)
+            if id(p) in seen:
+                raise OpValueError(op, "each parameter in one group only", f"'{p.name}' twice")
+            seen.add(id(p))
+            flat.append(p)
+        out.append(g)
+    return out, flat
+
+
+def check_gradients(op, gradients, flat):
+    if isinstance(gradients, Tensor) or not isinstance(gradients, (tuple, list)):
+        raise OpTypeError(op, "gradients as a tuple of Tensors (one per parameter)", type(gradients).__name__)
+    if len(gradients) != len(flat):
+        raise OpValueError(op, f"{len(flat)} gradients (one per parameter)", str(len(gradients)))
+    for p, g in zip(flat, gradients):
+        if not isinstance(g, Tensor) or g.shape != p.shape:
+            raise OpValueError(op, f"a gradient of shape {tuple(p.shape)} for '{p.name}'",
+                               f"{type(g).__name__} of shape {getattr(g, 'shape', None)}")
+
+
 class AdamW(Cell):
+    _decoupled = True           # weight decay applied to the weights (AdamW), not added to the gradient (Adam)
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
                  maximize=False):
         super().__init__(auto_prefix=False)
@@ -58,38 +107,7 @@ class AdamW(Cell):
                         weight_decay=weight_decay, amsgrad=bool(amsgrad), maximize=bool(maximize))
         _check_group(defaults)
         self.defaults = defaults
-        if isinstance(params, Parameter):
-            params = [params]
-        try:
-            params = list(params)
-        except TypeError:
-            raise OpTypeError("AdamW", "params as an iterable of Parameters or group dicts",
-                              type(params).__name__) from None
-        if not params:
-            raise OpValueError("AdamW", "a non-empty parameter list", "an empty list")
-        groups = params if isinstance(params[0], dict) else [{"params": params}]
-        self.param_groups = []
-        seen = set()
-        flat = []
-        for group in groups:
-            if not isinstance(group, dict) or "params" not in group:
-                raise OpTypeError("AdamW", "group dicts with a 'params' key", type(group).__name__)
-            g = {k: v for k, v in group.items()}
-            g["params"] = list(g["params"]) if not isinstance(g["params"], Parameter) else [g["params"]]
-            unknown = [k for k in g if k != "params" and k not in _DEFAULT_KEYS]
-            if unknown:
-                raise OpValueError("AdamW", f"group keys among {['params', *_DEFAULT_KEYS]}", repr(unknown))
-            for k, v in defaults.items():
-                g.setdefault(k, v)
-            _check_group(g)
-            for p in g["params"]:
-                if not isinstance(p, Parameter):
-                    raise OpTypeError("AdamW", "Parameters in 'params'", type(p).__name__)
-                if id(p) in seen:
-                    raise OpValueError("AdamW", "each parameter in one group only", f"'{p.name}' twice")
-                seen.add(id(p))
-                flat.append(p)
-            self.param_groups.append(g)
+        self.param_groups, flat = param_groups(type(self).__name__, params, defaults, _DEFAULT_KEYS, _check_group)
         self.parameters = ParameterTuple(flat)
         self._flat = flat
         self.exp_avg = self._state("exp_avg")
@@ -103,14 +121,7 @@ class AdamW(Cell):
                               for p in self._flat)
 
     def construct(self, gradients):
-        if isinstance(gradients, Tensor) or not isinstance(gradients, (tuple, list)):
-            raise OpTypeError("AdamW", "gradients as a tuple of Tensors (one per parameter)", type(gradients).__name__)
-        if len(gradients) != len(self._flat):
-            raise OpValueError("AdamW", f"{len(self._flat)} gradients (one per parameter)", str(len(gradients)))
-        for p, g in zip(self._flat, gradients):
-            if not isinstance(g, Tensor) or g.shape != p.shape:
-                raise OpValueError("AdamW", f"a gradient of shape {tuple(p.shape)} for '{p.name}'",
-                                   f"{type(g).__name__} of shape {getattr(g, 'shape', None)}")
+        check_gradients(type(self).__name__, gradients, self._flat)
         t = int(self.state_step._data) + 1
         i = 0
         for group in self.param_groups:
@@ -122,8 +133,10 @@ class AdamW(Cell):
                 g = gradients[i]._data
                 w = work_array(p)
                 g = as_compute(-g if group["maximize"] else g, w)
-                if wd != 0:
+                if wd != 0 and self._decoupled:
                     w *= 1.0 - lr * wd
+                elif wd != 0:
+                    g = g + wd * w
                 m = work_array(self.exp_avg[i])
                 v = work_array(self.exp_avg_sq[i])
                 m *= b1
@@ -145,3 +158,15 @@ class AdamW(Cell):
 
     def extend_repr(self):
         return f"groups={len(self.param_groups)}, parameters={len(self._flat)}"
+
+
+class Adam(AdamW):
+    """`mint.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+    maximize=False)`: PyTorch's Adam; weight decay is an L2 term added to the gradient (g + wd * w)
+    before the moments, unlike AdamW's decoupled decay. Same state Parameters as AdamW."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False, *,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)

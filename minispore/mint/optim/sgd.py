@@ -1,0 +1,84 @@
+"""`mint.optim.SGD(params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False)`
+with PyTorch's semantics (what MindSpore 2.10's mint.optim.SGD computes):
+
+    g = grad + weight_decay * w                      (maximize: -grad)
+    buf = g                             on the first step, then
+    buf = momentum * buf + (1 - dampening) * g
+    g = g + momentum * buf if nesterov else buf      (only when momentum != 0)
+    w = w - lr * g
+
+State Parameters: `momentum_buf.<name>` and `step_t` (int32, the number of steps taken).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ...common.errors import OpTypeError, OpValueError
+from ...common.tensor import Parameter, ParameterTuple, Tensor
+from ...nn.cell import Cell
+from ...nn.optim.optimizer import as_compute, work_array, write_back
+from .adamw import check_gradients, param_groups
+
+_KEYS = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
+
+
+def _check(group):
+    for k in ("lr", "momentum", "dampening", "weight_decay"):
+        v = group[k]
+        if not isinstance(v, numbers.Real):
+            raise OpTypeError("SGD", f"'{k}' to be a float", f"{type(v).__name__} {v!r}")
+        if k != "dampening" and v < 0:
+            raise OpValueError("SGD", f"'{k}' >= 0", repr(v))
+    for k in ("nesterov", "maximize"):
+        if not isinstance(group[k], bool):
+            raise OpTypeError("SGD", f"'{k}' to be a bool", repr(group[k]))
+    if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+        raise OpValueError("SGD", "nesterov with momentum > 0 and dampening == 0",
+                           f"momentum {group['momentum']}, dampening {group['dampening']}")
+
+
+class SGD(Cell):
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False):
+        super().__init__(auto_prefix=False)
+        self.defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
+                             nesterov=nesterov, maximize=maximize)
+        _check(self.defaults)
+        self.param_groups, flat = param_groups("SGD", params, self.defaults, _KEYS, _check)
+        self.parameters = ParameterTuple(flat)
+        self._flat = flat
+        self.momentum_buf = ParameterTuple(Parameter(np.zeros_like(p._data), name=f"momentum_buf.{p.name}",
+                                                     requires_grad=False) for p in flat)
+        self.step_t = Parameter(Tensor(np.zeros((), np.int32)), name="step_t", requires_grad=False)
+
+    def construct(self, gradients):
+        check_gradients("SGD", gradients, self._flat)
+        first = int(self.step_t._data) == 0
+        i = 0
+        for group in self.param_groups:
+            lr, mom, damp, wd = (float(group[k]) for k in ("lr", "momentum", "dampening", "weight_decay"))
+            for p in group["params"]:
+                w = work_array(p)
+                g = as_compute(gradients[i]._data, w)
+                if group["maximize"]:
+                    g = -g
+                if wd != 0:
+                    g = g + wd * w
+                if mom != 0:
+                    buf = work_array(self.momentum_buf[i])
+                    if first:
+                        buf[...] = g
+                    else:
+                        buf *= mom
+                        buf += (1.0 - damp) * g
+                    write_back(self.momentum_buf[i], buf)
+                    g = g + mom * buf if group["nesterov"] else buf
+                w -= lr * g
+                write_back(p, w)
+                i += 1
+        self.step_t._data[...] += 1
+        return True
+
+    def extend_repr(self):
+        return f"groups={len(self.param_groups)}, parameters={len(self._flat)}"
