@@ -4,7 +4,9 @@ this module only gathers them."""
 import importlib
 
 FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activation", "reduction_extra",
-            "sorting", "shape_extra", "indexing", "nn_ops", "random", "fused"]
+            "sorting", "shape_extra", "indexing", "nn_ops", "random", "fused",
+            "math_extra", "activation_extra", "linalg_extra", "shape_more", "scatter_ops", "interpolate",
+            "reduction_more", "nn_layer_ops"]
 __all__ = []
 for _name in FAMILIES:
     try:

@@ -180,7 +180,9 @@ TORCH_PAIRS = [
 def test_matches_pytorch_values_and_gradients(name, ms_fn, torch_fn):
     rng = np.random.default_rng(11)
     x = rng.uniform(-2, 2, (4, 5))
-    if name != "cumprod":       # cumprod's gradient divides by x (documented); prod's is exact at zeros
+    # cumprod's gradient divides by x (documented); prod's is exact at zeros. leaky_relu's kink
+    # follows MindSpore ((1 + alpha) / 2 at 0, PyTorch gives alpha), so it is compared off the kink.
+    if name not in ("cumprod", "leaky_relu"):
         x[0, 1] = 0.0
     tx = _torch(x)
     ty = torch_fn(tx)

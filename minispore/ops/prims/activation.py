@@ -30,8 +30,8 @@ from ...common.grad_state import wants_grad
 from ...common.tensor import Tensor
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
-from .elementwise import (add, cast, erf, exp, greater, greater_equal, less, less_equal, logical_and, minimum,
-                          mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
+from .elementwise import (add, cast, equal, erf, exp, greater, greater_equal, less, less_equal, logical_and,
+                          logical_or, minimum, mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
 from .reduction import reduce_sum
 
 _HALF = (np.dtype(np.float16), mstype.bfloat16.np)
@@ -94,8 +94,11 @@ def _leaky_relu_kernel(a, alpha=0.2):
 
 
 def _leaky_relu_bprop(inputs, out, dout, alpha=0.2):
+    """1 where x > 0, alpha where x < 0 and (1 + alpha) / 2 at x == 0: MindSpore computes
+    leaky_relu as maximum(x, alpha * x), whose gradient splits a tie evenly."""
     x = inputs[0]
-    return (where(greater(x, 0), dout, mul(dout, alpha)),)
+    at_kink = where(equal(x, 0), mul(dout, (1.0 + alpha) / 2), mul(dout, alpha))
+    return (where(greater(x, 0), dout, at_kink),)
 
 
 _leaky_relu = defprim("leaky_relu", _float_unary_infer("leaky_relu"), _leaky_relu_kernel, _leaky_relu_bprop,
@@ -144,9 +147,15 @@ def _hardtanh_kernel(a, min_val=-1.0, max_val=1.0):
 
 
 def _hardtanh_bprop(inputs, out, dout, min_val=-1.0, max_val=1.0):
+    """1 strictly inside (min_val, max_val), 0 outside, 1/2 on either bound: MindSpore's hardtanh
+    is maximum(minimum(x, max_val), min_val), and maximum/minimum split a tie evenly."""
     x = inputs[0]
     inside = logical_and(greater(x, min_val), less(x, max_val))
-    return (where(inside, dout, zeros_like(dout)),)
+    on_bound = logical_or(equal(x, min_val), equal(x, max_val))
+    zero = zeros_like(dout)
+    if min_val == max_val:             # both ties at once: a quarter of the gradient gets through
+        return (where(on_bound, mul(dout, 0.25), zero),)
+    return (where(inside, dout, where(on_bound, mul(dout, 0.5), zero)),)
 
 
 _hardtanh = defprim("hardtanh", _hardtanh_infer, _hardtanh_kernel, _hardtanh_bprop,
@@ -156,14 +165,28 @@ _hardtanh = defprim("hardtanh", _hardtanh_infer, _hardtanh_kernel, _hardtanh_bpr
 def hardtanh(input, min_val=-1.0, max_val=1.0):
     """`ops.hardtanh(input, min_val=-1.0, max_val=1.0)`: input clipped to [min_val, max_val].
 
-    The gradient is 1 strictly inside the interval and 0 outside and on the edges."""
+    The gradient is 1 strictly inside the interval, 0 outside and 1/2 on the edges (MindSpore)."""
     return _hardtanh(input, min_val=_real_arg("hardtanh", "min_val", min_val),
                      max_val=_real_arg("hardtanh", "max_val", max_val))
 
 
+def _relu6_kernel(a):
+    return np.clip(a, a.dtype.type(0), a.dtype.type(6))
+
+
+def _relu6_bprop(inputs, out, dout):
+    """1 on (0, 6], 0 elsewhere: MindSpore's ReLU6Grad passes the gradient at x == 6 and stops it
+    at x == 0 (unlike hardtanh(x, 0, 6), which halves it on both bounds)."""
+    x = inputs[0]
+    return (where(logical_and(greater(x, 0), less_equal(x, 6)), dout, zeros_like(dout)),)
+
+
+_relu6 = defprim("relu6", _float_unary_infer("relu6"), _relu6_kernel, _relu6_bprop, doc="min(max(x, 0), 6)")
+
+
 def relu6(x):
-    """`ops.relu6(x)`: min(max(x, 0), 6) — the hardtanh primitive on [0, 6]."""
-    return _hardtanh(x, min_val=0.0, max_val=6.0)
+    """`ops.relu6(x)`: min(max(x, 0), 6), for floating inputs (MindSpore rejects integers)."""
+    return _relu6(x)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -173,13 +173,17 @@ def _pow_bprop(inputs, out, dout):
     return gx, gy
 
 
-def _maxmin_bprop(pick_x):
+def _maxmin_bprop(x_wins):
+    """maximum/minimum: the gradient goes to the operand that won; at a tie (x == y) each operand
+    gets half of it, as MindSpore's MaximumGrad/MinimumGrad do (so maximum(x, y) + minimum(x, y)
+    = x + y has gradient exactly 1 for both, ties included)."""
     def bprop(inputs, out, dout):
         x, y = inputs
-        mask = pick_x(x, y)
         zero = zeros_like(dout)
-        return (_grad_for(x, where(mask, dout, zero)) if _wanted(inputs, 0) else None,
-                _grad_for(y, where(mask, zero, dout)) if _wanted(inputs, 1) else None)
+        half = where(equal(x, y), mul(dout, 0.5), zero)
+        win = x_wins(x, y)
+        return (_grad_for(x, where(win, dout, half)) if _wanted(inputs, 0) else None,
+                _grad_for(y, where(x_wins(y, x), dout, half)) if _wanted(inputs, 1) else None)
     return bprop
 
 
@@ -199,9 +203,9 @@ _mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y"
 _div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)")
 _pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y")
 _maximum = defprim("maximum", _binary_infer("maximum"), np.maximum,
-                   _maxmin_bprop(lambda x, y: greater_equal(x, y)), doc="elementwise max")
+                   _maxmin_bprop(lambda x, y: greater(x, y)), doc="elementwise max")
 _minimum = defprim("minimum", _binary_infer("minimum"), np.minimum,
-                   _maxmin_bprop(lambda x, y: less_equal(x, y)), doc="elementwise min")
+                   _maxmin_bprop(lambda x, y: less(x, y)), doc="elementwise min")
 _floor_div = defprim("floor_div", _binary_infer("floor_div"), _floor_div_kernel, None, doc="x // y")
 _mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)")
 
@@ -219,9 +223,41 @@ def mul(input, other):
     return _mul(input, other)
 
 
-def div(input, other):
-    """True division; integer inputs give Float32."""
-    return _div(input, other)
+def _truncate_div_kernel(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if np.result_type(a, b).kind == "f":
+            return np.trunc(np.true_divide(a, b))
+        # integers, exactly: floor division, moved up by one where it rounded a negative
+        # quotient down (a non-zero remainder and operands of opposite signs)
+        q = np.floor_divide(a, b)
+        q += ((a - q * b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0))
+        return q
+
+
+_truncate_div = defprim("truncate_div", _binary_infer("truncate_div"), _truncate_div_kernel, None,
+                        doc="x / y rounded toward zero (integers stay integers)")
+
+_ROUNDING_MODES = (None, "floor", "trunc")
+
+
+def div(input, other, *, rounding_mode=None):
+    """`ops.div(input, other, *, rounding_mode=None)`.
+
+    None: true division (integer inputs give Float32). 'floor': rounded down, 'trunc': rounded
+    toward zero; both keep the promoted dtype (int / int stays int) and, as in MindSpore, have a
+    zero gradient (their result is piecewise constant)."""
+    if rounding_mode is None:
+        return _div(input, other)
+    if rounding_mode == "floor":
+        return _floor_div(input, other)
+    if rounding_mode == "trunc":
+        return _truncate_div(input, other)
+    raise C.OpValueError("div", "'rounding_mode' to be None, 'floor' or 'trunc'", repr(rounding_mode))
+
+
+def truncate_div(x, y):
+    """`ops.truncate_div(x, y)`: x / y rounded toward zero."""
+    return _truncate_div(x, y)
 
 
 def pow(input, exponent):
@@ -475,8 +511,16 @@ def select_kernel(c, x, y):
 _where = defprim("where", _where_infer, select_kernel, _where_bprop, doc="condition ? x : y")
 
 
-def where(condition, x, y):
-    """Elementwise select: `x` where `condition` is True, else `y` (broadcasting)."""
+def where(condition, input, other):
+    """`ops.where(condition, input, other)`: `input` where `condition` is True, else `other`
+    (broadcasting). Either operand may be a Python number (`ops.where(mask, 1.0, x)`); with two
+    numbers the result is Float32 if either is a float, else Int64, as in MindSpore."""
+    x, y = input, other
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor) and C.is_tensor(condition):
+        C.tensor_or_scalar("where", "input", x)
+        C.tensor_or_scalar("where", "other", y)
+        both_int = isinstance(x, int) and isinstance(y, int)
+        x = Tensor(np.asarray(x, dtype=np.int64 if both_int else np.float32))
     return _where(condition, x, y)
 
 
@@ -555,4 +599,4 @@ def ones_like(input, *, dtype=None):
     return _ones_like(input, dtype=dtype)
 
 
-__all__ = ['abs', 'absolute', 'add', 'cast', 'ceil', 'cos', 'deepcopy', 'div', 'divide', 'eq', 'equal', 'erf', 'exp', 'floor', 'floor_divide', 'ge', 'greater', 'greater_equal', 'gt', 'isfinite', 'isinf', 'isnan', 'le', 'less', 'less_equal', 'log', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'not_equal', 'ones_like', 'pow', 'reciprocal', 'remainder', 'round', 'rsqrt', 'sign', 'sin', 'sqrt', 'square', 'stop_gradient', 'sub', 'subtract', 'true_divide', 'where', 'zeros_like']
+__all__ = ['abs', 'absolute', 'add', 'cast', 'ceil', 'cos', 'deepcopy', 'div', 'truncate_div', 'divide', 'eq', 'equal', 'erf', 'exp', 'floor', 'floor_divide', 'ge', 'greater', 'greater_equal', 'gt', 'isfinite', 'isinf', 'isnan', 'le', 'less', 'less_equal', 'log', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'lt', 'maximum', 'minimum', 'mul', 'multiply', 'ne', 'neg', 'negative', 'not_equal', 'ones_like', 'pow', 'reciprocal', 'remainder', 'round', 'rsqrt', 'sign', 'sin', 'sqrt', 'square', 'stop_gradient', 'sub', 'subtract', 'true_divide', 'where', 'zeros_like']

@@ -192,15 +192,20 @@ def _with_value(op, prim, input, axis, keepdims, initial, where_mask):
         if len(x.shape):
             return prim(x, axis=int(axis), keep_dims=keepdims)
         C.axis(op, axis, 0)                    # a 0-d input: axis 0 or -1, treated as axis=None
-    # every element: reduce the flattened input; 0-d results (keepdims does not apply)
-    return prim(reshape(x, (-1,)) if len(x.shape) != 1 else x, axis=0, keep_dims=False)
+    # every element: reduce the flattened input; 0-d results (keepdims does not apply). The value
+    # comes from amax/amin, so tied extremes share its gradient as in MindSpore (which reduces
+    # with ReduceMax here); the index is that of the first extreme.
+    _, index = prim(reshape(x, (-1,)) if len(x.shape) != 1 else x, axis=0, keep_dims=False)
+    value = (_amax if op == "max" else _amin)(x, axis=(), keep_dims=False)
+    return value, index
 
 
 def max(input, axis=None, keepdims=False, *, initial=None, where=None):
     """`ops.max(input, axis=None, keepdims=False, *, initial=None, where=None)` -> (values, indices).
 
-    Indices are Int32 (MindSpore's ArgMaxWithValue) and point at the first maximum. The gradient
-    flows only to that position. With axis=None the maximum of all elements is returned as 0-d
+    Indices are Int32 (MindSpore's ArgMaxWithValue) and point at the first maximum. Along an axis
+    the gradient flows only to that position; with axis=None tied maxima share it evenly (both as
+    MindSpore). With axis=None the maximum of all elements is returned as 0-d
     tensors and `keepdims` is ignored, as in MindSpore; the index is the position in the
     flattened input (MindSpore 2.3 documents a fixed 0 there — minispore returns the real one).
     `initial` is a lower bound on the values; `where` (bool) replaces excluded positions by it."""

@@ -228,7 +228,7 @@ register(
     OpInfo("hardtanh", ops.hardtanh, lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val),
            _hardtanh_samples, dtypes=F16),
     OpInfo("relu6", ops.relu6, lambda x: np.clip(x, 0, 6), _unary_samples(kinks=(0.0, 6.0), low=-3, high=9),
-           dtypes=F16, primitive="hardtanh"),
+           dtypes=F16),
     OpInfo("softmax", ops.softmax, lambda x, axis=-1: scipy.special.softmax(x, axis=axis), _softmax_samples,
            dtypes=F16),
     # log-probabilities of 1e4-sized logits are ~-2e4, so finite differences lose ~1e-6 absolute
