@@ -4,7 +4,7 @@ Read in this order: cell.py (registration, naming, calling), container.py, layer
 optim/ (optimizer.py first), wrap.py, clip.py.
 """
 from .cell import Cell
-from .container import CellList, SequentialCell
+from .container import CellDict, CellList, SequentialCell
 from .layers import *          # noqa: F401,F403
 from .layers import __all__ as _layers_all
 from .loss import (CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, SoftmaxCrossEntropyWithLogits)
@@ -17,7 +17,7 @@ from .wrap_loss_scale import DynamicLossScaleUpdateCell, FixedLossScaleUpdateCel
 from .clip import clip_by_global_norm
 from ..common.tensor import Parameter, ParameterTuple
 
-__all__ = (["Cell", "CellList", "SequentialCell", "CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
+__all__ = (["Cell", "CellDict", "CellList", "SequentialCell", "CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
             "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell", "WithEvalCell", "WithLossCell",
             "TrainOneStepWithLossScaleCell", "DynamicLossScaleUpdateCell", "FixedLossScaleUpdateCell", "WithGradCell",
             "ForwardValueAndGrad",

@@ -1,4 +1,5 @@
-"""Containers: `SequentialCell` (run children in order) and `CellList` (hold children, no construct).
+"""Containers: `SequentialCell` (run children in order), `CellList` (hold children, no construct)
+and `CellDict` (hold children by string key, no construct).
 
 Children are registered under their index as a string ("0", "1", ...) or, for a SequentialCell
 built from an OrderedDict, under the dict's keys; so parameters are named `layers.0.weight` or
@@ -6,10 +7,18 @@ built from an OrderedDict, under the dict's keys; so parameters are named `layer
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, abc
 
-from ..common.errors import OpIndexError, OpTypeError
+from ..common.errors import MinisporeError, OpIndexError, OpTypeError, OpValueError, _OpErrorMixin
 from .cell import Cell
+
+
+class _CellDictKeyError(_OpErrorMixin, MinisporeError, KeyError):
+    """A bad or missing CellDict key: a KeyError (as MindSpore raises) carrying minispore's
+    'For op, expected X, but got Y' message."""
+
+    def __str__(self):              # KeyError's str() would show the repr of the message
+        return self.args[0] if self.args else ""
 
 
 def _check_cell(who, cell):
@@ -160,3 +169,102 @@ class SequentialCell(_IndexedCells):
         for cell in self._cells.values():
             input_data = cell(input_data)
         return input_data
+
+
+class CellDict(Cell):
+    """An ordered dict of Cells: `CellDict({'conv': Conv2d(...), 'act': ReLU()})`.
+
+    Keys are strings (no '.', not empty, not an existing attribute of the cell); values are Cells
+    but not containers (MindSpore refuses CellDict/CellList/SequentialCell values). A child's
+    parameters are named `<key>.<name>` (`<attr>.<key>.<name>` once the dict is an attribute).
+    No construct: index it inside a Cell's construct."""
+
+    def __init__(self, *args, **kwargs):
+        auto_prefix = kwargs.pop("auto_prefix", True)
+        if kwargs:
+            raise OpTypeError("CellDict", "only the keyword 'auto_prefix'", f"{sorted(kwargs)}")
+        if len(args) > 1:
+            raise OpTypeError("CellDict", "at most one dict or iterable of (key, Cell) pairs", f"{len(args)} arguments")
+        super().__init__(auto_prefix=auto_prefix)
+        if args:
+            self.update(args[0])
+
+    def _validate_key(self, key):
+        if not isinstance(key, str):
+            raise OpTypeError("CellDict", "a string key", type(key).__name__)
+        if key == "" or "." in key:
+            raise _CellDictKeyError("CellDict", "a non-empty key without '.'", repr(key))
+        if key not in self._cells and (key in self.__dict__ or hasattr(type(self), key)):
+            raise _CellDictKeyError("CellDict", "a key that is not an attribute of the Cell", repr(key))
+
+    def _validate_cell(self, cell):
+        if cell is None:
+            raise OpTypeError("CellDict", "a Cell value", "None")
+        if not isinstance(cell, Cell):
+            raise OpTypeError("CellDict", "a Cell value", type(cell).__name__)
+        if isinstance(cell, (CellDict, CellList, SequentialCell)):
+            raise OpTypeError("CellDict", "a Cell that is not a CellDict, CellList or SequentialCell",
+                              type(cell).__name__)
+
+    def __getitem__(self, key):
+        if key not in self._cells:
+            raise _CellDictKeyError("CellDict.__getitem__", f"a key in {list(self._cells)}", repr(key))
+        return self._cells[key]
+
+    def __setitem__(self, key, cell):
+        self._validate_key(key)
+        self._validate_cell(cell)
+        if self._auto_prefix and not cell.__dict__.get("_attached", False):
+            cell.update_parameters_name(_container_prefix(self) + key + ".")
+            cell.__dict__["_attached"] = True
+        self._cells[key] = cell
+
+    def __delitem__(self, key):
+        if key not in self._cells:
+            raise _CellDictKeyError("CellDict.__delitem__", f"a key in {list(self._cells)}", repr(key))
+        del self._cells[key]
+
+    def __len__(self):
+        return len(self._cells)
+
+    def __iter__(self):
+        return iter(self._cells)
+
+    def __contains__(self, key):
+        return key in self._cells
+
+    def clear(self):
+        self._cells.clear()
+
+    def pop(self, key):
+        value = self[key]
+        del self[key]
+        return value
+
+    def keys(self):
+        return self._cells.keys()
+
+    def values(self):
+        return self._cells.values()
+
+    def items(self):
+        return self._cells.items()
+
+    def update(self, cells):
+        """Add the (key, Cell) pairs of a mapping or an iterable of pairs, in order."""
+        if isinstance(cells, (abc.Mapping, CellDict)):
+            for key, cell in cells.items():
+                self[key] = cell
+            return
+        if not isinstance(cells, abc.Iterable):
+            raise OpTypeError("CellDict.update", "a mapping or an iterable of (key, Cell) pairs", type(cells).__name__)
+        for i, kv in enumerate(cells):
+            if not isinstance(kv, abc.Iterable):
+                raise OpTypeError("CellDict.update", f"element #{i} to be a (key, Cell) pair", type(kv).__name__)
+            kv = tuple(kv)
+            if len(kv) != 2:
+                raise OpValueError("CellDict.update", f"element #{i} of length 2", f"length {len(kv)}")
+            self[kv[0]] = kv[1]
+
+    def construct(self, *inputs):
+        raise NotImplementedError("CellDict has no construct; index it inside a Cell's construct")

@@ -16,3 +16,19 @@ __all__ = ["ELU", "GELU", "LeakyReLU", "LogSoftmax", "ReLU", "ReLU6", "SiLU", "S
            "GroupNorm", "InstanceNorm2d", "Conv1d", "Conv2dTranspose", "Dropout2d", "AvgPool1d", "MaxPool1d",
            "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
 __all__ += ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
+
+# the long tail of activation, padding, shape and math cells
+from .activation import (CELU, GLU, HShrink, HSigmoid, HSwish, Hardtanh, LogSigmoid, Mish, PReLU, RReLU, SeLU,
+                         SoftShrink, Softmax2d, Softmin, Softsign, Tanhshrink, Threshold)
+from .basic import (MatMul, Moments, Norm, OneHot, PixelShuffle, PixelUnshuffle, Range, Roll, Tril, Triu, Unflatten,
+                    Upsample)
+from .padding import __all__ as _padding_all
+from .padding import *          # noqa: F401,F403
+__all__ += ["CELU", "GLU", "HShrink", "HSigmoid", "HSwish", "Hardtanh", "LogSigmoid", "Mish", "PReLU", "RReLU",
+            "SeLU", "SoftShrink", "Softmax2d", "Softmin", "Softsign", "Tanhshrink", "Threshold",
+            "MatMul", "Moments", "Norm", "OneHot", "PixelShuffle", "PixelUnshuffle", "Range", "Roll", "Tril", "Triu",
+            "Unflatten", "Upsample"] + list(_padding_all)
+from .transformer import (MultiheadAttention, Transformer, TransformerDecoder, TransformerDecoderLayer,
+                          TransformerEncoder, TransformerEncoderLayer)
+__all__ += ["MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
+            "TransformerEncoderLayer"]

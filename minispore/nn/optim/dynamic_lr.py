@@ -90,3 +90,32 @@ def warmup_lr(learning_rate, total_step, step_per_epoch, warmup_epoch):
     _common("warmup_lr", total_step, step_per_epoch, "warmup_epoch", warmup_epoch)
     lr0 = _checks.real("warmup_lr", "learning_rate", learning_rate, lo=0.0)
     return [lr0 * min(math.floor(i / step_per_epoch), warmup_epoch) / warmup_epoch for i in range(total_step)]
+
+
+def inverse_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    """lr / (1 + decay_rate * epoch / decay_epoch), the ratio floored if `is_stair`."""
+    _common("inverse_decay_lr", total_step, step_per_epoch, "decay_epoch", decay_epoch)
+    lr0 = _checks.real("inverse_decay_lr", "learning_rate", learning_rate, lo=0.0, lo_open=True)
+    rate = _checks.real("inverse_decay_lr", "decay_rate", decay_rate, lo=0.0, lo_open=True)
+    _checks.boolean("inverse_decay_lr", "is_stair", is_stair)
+    out = []
+    for i in range(total_step):
+        epoch = math.floor(i / step_per_epoch)
+        out.append(lr0 / (1 + rate * (math.floor(epoch / decay_epoch) if is_stair else epoch / decay_epoch)))
+    return out
+
+
+def natural_exp_decay_lr(learning_rate, decay_rate, total_step, step_per_epoch, decay_epoch, is_stair=False):
+    """lr * e^(-decay_rate * epoch), the epoch rounded down to a multiple of decay_epoch if `is_stair`
+    (without it, decay_epoch plays no part — as in MindSpore)."""
+    _common("natural_exp_decay_lr", total_step, step_per_epoch, "decay_epoch", decay_epoch)
+    lr0 = _checks.real("natural_exp_decay_lr", "learning_rate", learning_rate, lo=0.0, lo_open=True)
+    rate = _checks.real("natural_exp_decay_lr", "decay_rate", decay_rate, lo=0.0, lo_open=True)
+    _checks.boolean("natural_exp_decay_lr", "is_stair", is_stair)
+    out = []
+    for i in range(total_step):
+        epoch = math.floor(i / step_per_epoch)
+        if is_stair:
+            epoch = math.floor(epoch / decay_epoch) * decay_epoch
+        out.append(lr0 * math.e ** (-rate * epoch))
+    return out

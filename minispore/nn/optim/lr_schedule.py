@@ -121,3 +121,40 @@ class WarmupCosineDecayLR(LearningRateSchedule):
     def extend_repr(self):
         return (f"max_lr={self.max_lr}, min_lr={self.min_lr}, warmup_steps={self.warmup_steps}, "
                 f"decay_steps={self.decay_steps}")
+
+
+def _decay_inputs(cell, learning_rate, decay_rate, decay_steps, is_stair):
+    """MindSpore's `_check_inputs`: positive float rates, a positive int step count, a bool."""
+    return (_checks.real(cell, "learning_rate", learning_rate, lo=0.0, lo_open=True),
+            _checks.real(cell, "decay_rate", decay_rate, lo=0.0, lo_open=True),
+            _checks.positive_int(cell, "decay_steps", decay_steps),
+            _checks.boolean(cell, "is_stair", is_stair))
+
+
+class InverseDecayLR(LearningRateSchedule):
+    """lr / (1 + decay_rate * step / decay_steps) (the ratio step / decay_steps floored when `is_stair`)."""
+
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        super().__init__()
+        self.learning_rate, self.decay_rate, self.decay_steps, self.is_stair = _decay_inputs(
+            "InverseDecayLR", learning_rate, decay_rate, decay_steps, is_stair)
+
+    def _lr(self, step):
+        p = step / self.decay_steps
+        if self.is_stair:
+            p = np.floor(p)
+        return self.learning_rate / (1 + self.decay_rate * p)
+
+
+class NaturalExpDecayLR(LearningRateSchedule):
+    """lr * exp(-decay_rate * step). Note, as in MindSpore 2.10: without `is_stair` the step is NOT
+    divided by decay_steps; with it, the step is rounded down to a multiple of decay_steps."""
+
+    def __init__(self, learning_rate, decay_rate, decay_steps, is_stair=False):
+        super().__init__()
+        self.learning_rate, self.decay_rate, self.decay_steps, self.is_stair = _decay_inputs(
+            "NaturalExpDecayLR", learning_rate, decay_rate, decay_steps, is_stair)
+
+    def _lr(self, step):
+        p = np.floor(step / self.decay_steps) * self.decay_steps if self.is_stair else step
+        return self.learning_rate * np.exp(-self.decay_rate * p)
