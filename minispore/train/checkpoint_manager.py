@@ -378,7 +378,7 @@ class CheckpointManager:
         try:
             model_path = os.path.join(tmp, MODEL_FILE)
             save_checkpoint([{"name": n, "data": p} for n, p in net_items + opt_items], model_path,
-                            crc_check=True)
+                            crc_check=True, format="safetensors")
             state["model_sha256"] = _sha256(model_path)
             state["tensors"] = {n: {"dtype": str(p.dtype), "shape": list(p.shape)}
                                 for n, p in net_items + opt_items}
@@ -470,7 +470,8 @@ class CheckpointManager:
                                   f"{state['model_sha256'][:16]}..., file {digest[:16]}...): it is damaged "
                                   "or was replaced")
         values = {}
-        for name, value in read_checkpoint_items(model_path, crc_check=True, op="CheckpointManager.load"):
+        for name, value in read_checkpoint_items(model_path, crc_check=True, format="safetensors",
+                                                 op="CheckpointManager.load"):
             if isinstance(value, str):
                 raise CheckpointError("CheckpointManager.load", model_path, f"holds a string entry '{name}'")
             values[name] = value

@@ -17,9 +17,12 @@ The schema (`mindspore/ccsrc/utils/checkpoint.proto`, proto2)::
 
 MindSpore serializes one `Checkpoint` message *per parameter* and concatenates them. Protobuf's
 merge rule (a repeated field seen again is appended) makes the concatenation parse as a single
-`Checkpoint`, so the reader below just reads `value` entries until the bytes run out. Parameters
-above `SLICE_SIZE` KB are split along axis 0 into several entries with the same tag (each carrying
-the full dims); the reader joins consecutive entries with the same tag.
+`Checkpoint`, so the reader below just reads `value` entries until the bytes run out. A parameter
+above `SLICE_SIZE` KB is split into several entries with the same tag, each carrying the full dims
+and the next `SLICE_SIZE` KB of its raw bytes (MindSpore's `_write_parameter_bytes_data`, the path a
+synchronous save of Tensors takes; its array path splits along axis 0 instead). The reader joins the
+contents of consecutive entries with the same tag, so it reads either kind of split. For the same
+values and names, the bytes written here equal MindSpore 2.10's (tests/fixtures/mindspore/ckpt).
 
 Strings (from `append_dict`) are stored with type "str", dims [0] and NumPy's unicode bytes
 (UTF-32, 4 bytes per character). `crc_check=True` appends `b"crc_num"` and the crc32 of everything
@@ -44,7 +47,8 @@ CRC_MARK = b"crc_num"
 VARINT, I64, LEN, I32 = 0, 1, 2, 5        # wire types (3 and 4, "groups", are obsolete)
 
 NAME_TO_DTYPE = {d.name: d for d in mstype.ALL_DTYPES}   # "Float32" -> mstype.float32, ...
-KNOWN_UNSUPPORTED = ("UInt16", "UInt32", "UInt64", "Int4")
+# MindSpore tensor types minispore may lack (Int4 is MindSpore's packed qint4x2)
+KNOWN_UNSUPPORTED = tuple(n for n in ("UInt16", "UInt32", "UInt64", "Int4") if n not in NAME_TO_DTYPE)
 
 
 # -- encoding ------------------------------------------------------------------------------------
@@ -85,11 +89,11 @@ def encode(items: list, crc_check: bool = False) -> bytes:
             chunks.append(_entry(name, [0], "str", (value or "\0").encode("utf-32-le")))
             continue
         type_name = mstype.from_numpy_dtype(value.dtype).name
-        parts = [value]
-        if value.nbytes / 1024 > SLICE_SIZE and value.ndim > 0:
-            parts = np.array_split(value, int(np.ceil(value.nbytes / 1024 / SLICE_SIZE)))
-        for part in parts:
-            chunks.append(_entry(name, value.shape, type_name, np.ascontiguousarray(part).tobytes()))
+        raw = np.ascontiguousarray(value).tobytes()
+        step = 1024 * SLICE_SIZE
+        # (an empty tensor still gets one entry; MindSpore's byte loop would write none and lose it)
+        for start in range(0, max(len(raw), 1), step):
+            chunks.append(_entry(name, value.shape, type_name, raw[start:start + step]))
     body = b"".join(chunks)
     if crc_check:
         body += CRC_MARK + zlib.crc32(body).to_bytes(10, "big")

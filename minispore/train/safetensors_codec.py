@@ -39,13 +39,16 @@ from ..common.errors import MinisporeError
 
 STR_PREFIX = "str:"
 
-# safetensors dtype code <-> minispore dtype. safetensors also knows U16/U32/U64 and float8
-# types; minispore has no such dtypes, so a file holding them is rejected with a clear message.
+# safetensors dtype code <-> minispore dtype. safetensors also knows float8 types; minispore has
+# no such dtypes, so a file holding them is rejected with a clear message.
 CODE_TO_DTYPE = {
     "F64": mstype.float64, "F32": mstype.float32, "F16": mstype.float16, "BF16": mstype.bfloat16,
     "I64": mstype.int64, "I32": mstype.int32, "I16": mstype.int16, "I8": mstype.int8,
     "U8": mstype.uint8, "BOOL": mstype.bool_,
 }
+for _code, _name in (("U16", "uint16"), ("U32", "uint32"), ("U64", "uint64")):
+    if hasattr(mstype, _name):                  # the wide unsigned types, where minispore has them
+        CODE_TO_DTYPE[_code] = getattr(mstype, _name)
 DTYPE_TO_CODE = {d.np: code for code, d in CODE_TO_DTYPE.items()}
 assert np.dtype(ml_dtypes.bfloat16) in DTYPE_TO_CODE
 

@@ -1,13 +1,16 @@
 """`save_checkpoint`, `load_checkpoint`, `load_param_into_net`: MindSpore's checkpoint API.
 
-    ms.save_checkpoint(net, "model.safetensors")            # names come from Parameter.name
-    param_dict = ms.load_checkpoint("model.safetensors")     # {name: Parameter (or str)}
+    ms.save_checkpoint(net, "model.ckpt")                    # names come from Parameter.name
+    param_dict = ms.load_checkpoint("model.ckpt")            # {name: Parameter (or str)}
     param_not_load, ckpt_not_load = ms.load_param_into_net(net2, param_dict)
 
-Two file formats (`format=`): "safetensors" (the default here; see `safetensors_codec`) and
-MindSpore's protobuf "ckpt" (see `ckpt_codec`). Neither can contain code: minispore never unpickles
-and never evaluates anything read from a file. A missing, truncated, corrupted or hostile file
-raises `CheckpointError` (a ValueError) that names the file and what is wrong with it.
+Two file formats (`format=`): MindSpore's protobuf "ckpt" (the default, as in MindSpore; see
+`ckpt_codec`) and "safetensors" (see `safetensors_codec`). A file name that does not end with the
+format gets `.<format>` appended on save (`"net"` -> `"net.ckpt"`, `"net.ckpt"` stays), and a load
+refuses a name that does not end with its format, both exactly as MindSpore 2.x does. Neither
+format can contain code: minispore never unpickles and never evaluates anything read from a file.
+A missing, truncated, corrupted or hostile file raises `CheckpointError` (a ValueError) that names
+the file and what is wrong with it.
 
 Writes are atomic (`atomic_io.atomic_write_bytes`): the file appears complete or not at all, and is
 left read-only (0o400), as MindSpore does.
@@ -31,7 +34,8 @@ from .safetensors_codec import CheckpointError
 
 logger = logging.getLogger("minispore")
 
-FORMATS = ("safetensors", "ckpt")
+FORMATS = ("ckpt", "safetensors")
+DEFAULT_FORMAT = "ckpt"          # MindSpore's default for save_checkpoint and load_checkpoint
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +187,7 @@ def _async_write(path, items, fmt, crc_check):
 # ---------------------------------------------------------------------------------------------
 def _check_format(op, fmt):
     if fmt not in FORMATS:
-        raise OpValueError(op, "'format' to be 'safetensors' or 'ckpt'", repr(fmt))
+        raise OpValueError(op, "'format' to be 'ckpt' or 'safetensors'", repr(fmt))
 
 
 def _check_bool(op, arg, v):
@@ -203,15 +207,17 @@ def _check_no_encryption(op, key, mode):
 
 def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=False, append_dict=None,
                     enc_key=None, enc_mode="AES-GCM", choice_func=None, crc_check=False,
-                    format="safetensors", **kwargs):
+                    format=DEFAULT_FORMAT, **kwargs):
     """Save parameters (and extra values) to one checkpoint file, atomically.
 
     Args:
         save_obj: a Cell (its `parameters_and_names()`, saved under each `Parameter.name`), a list of
             Parameters or of `{"name": str, "data": Tensor}` dicts, or a dict `{name: Parameter |
             Tensor | ndarray | str}` such as `load_checkpoint` returns.
-        ckpt_file_name: the file to write. `.<format>` is appended if the name does not end with it
-            (MindSpore's rule). An existing file, even a read-only one, is replaced atomically.
+        ckpt_file_name: the file to write. `.<format>` is appended if the name does not end with the
+            format string (MindSpore's rule: "net" -> "net.ckpt"; "net.ckpt" and even "netckpt" stay;
+            "net.safetensors" -> "net.safetensors.ckpt"). An existing file, even a read-only one, is
+            replaced atomically.
         integrated_save: MindSpore merges model-parallel slices when True. There is one device here,
             so it only has to be a bool.
         async_save: False, True, "thread" or "process": return as soon as the values are snapshotted
@@ -222,7 +228,7 @@ def save_checkpoint(save_obj, ckpt_file_name, integrated_save=True, async_save=F
         enc_key, enc_mode: encryption is not implemented; `enc_key` must be None.
         choice_func: `choice_func(name) -> bool` picks the parameters to save.
         crc_check: store a crc32 so `load_checkpoint(..., crc_check=True)` detects damage.
-        format: "safetensors" (default) or "ckpt" (MindSpore's protobuf format).
+        format: "ckpt" (default: MindSpore's protobuf format) or "safetensors".
     """
     op = "save_checkpoint"
     _check_format(op, format)
@@ -308,7 +314,7 @@ def _read_file(op, path) -> bytes:
         raise CheckpointError(op, path, f"could not be read: {e}") from e
 
 
-def read_checkpoint_items(ckpt_file_name, crc_check=False, format="safetensors", op="load_checkpoint"):
+def read_checkpoint_items(ckpt_file_name, crc_check=False, format=DEFAULT_FORMAT, op="load_checkpoint"):
     """[(name, ndarray | str)] stored in a checkpoint file, validated; the low-level half of
     `load_checkpoint` (no Parameters are built)."""
     _check_format(op, format)
@@ -328,7 +334,7 @@ def read_checkpoint_items(ckpt_file_name, crc_check=False, format="safetensors",
 
 def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=None, dec_key=None,
                     dec_mode="AES-GCM", specify_prefix=None, choice_func=None, crc_check=False,
-                    remove_redundancy=False, format="safetensors"):
+                    remove_redundancy=False, format=DEFAULT_FORMAT):
     """Load a checkpoint file into `{name: Parameter}` (values saved as strings stay `str`).
 
     Args:
@@ -343,11 +349,11 @@ def load_checkpoint(ckpt_file_name, net=None, strict_load=False, filter_prefix=N
         crc_check: verify the file's stored crc32 (a warning if the file has none).
         remove_redundancy: only meaningful for data-parallel checkpoints; passed to
             `load_param_into_net`.
-        format: "safetensors" (default) or "ckpt".
+        format: "ckpt" (default, as MindSpore) or "safetensors".
 
     Returns:
-        dict name -> Parameter (named `name`) or str, in sorted name order for safetensors and in
-        file order for ckpt.
+        dict name -> Parameter (named `name`, requires_grad=True as MindSpore builds them) or str,
+        in file order for ckpt and in sorted name order for safetensors.
 
     Raises:
         CheckpointError (ValueError): the file is missing, unreadable, not a checkpoint, damaged, or
@@ -383,11 +389,22 @@ _FLOATS = {d for d in mstype.FLOAT_DTYPES}
 _INTS = {mstype.int8, mstype.int16, mstype.int32, mstype.int64}
 
 
+def _drops_trailing_ones(file_shape, net_shape) -> bool:
+    """True when `file_shape` is `net_shape` followed by extra 1s (MindSpore's _special_process_par)."""
+    n = len(net_shape)
+    return (len(file_shape) > n and tuple(file_shape[:n]) == net_shape
+            and all(d == 1 for d in file_shape[n:]))
+
+
 def _plan_update(param, new, strict_load) -> np.ndarray:
     """Check that `new` fits `param`; return the array to store (converted if allowed)."""
     op = "load_param_into_net"
     name = param.name
     new_arr = new.asnumpy()
+    if _drops_trailing_ones(new_arr.shape, tuple(param.shape)):
+        # MindSpore's one shape relaxation: (12, 2048, 1, 1) in the file loads into (12, 2048)
+        # (checkpoints written by Ascend's 4-D layouts; also a (1,) value into a () Parameter)
+        new_arr = new_arr.reshape(tuple(param.shape))
     if tuple(param.shape) != tuple(new_arr.shape):
         raise MinisporeRuntimeError(
             f"For '{op}', {name} in the argument 'net' should have the same shape as {name} in the "

@@ -121,7 +121,7 @@ def test_layout_state_json_and_mindspore_names(tmp_path):
     assert state["sampler_state"] == json.loads(json.dumps(sampler.state_dict()))
     assert state["rng_state"] == json.loads(json.dumps(context.get_rng_state()))
     # the weights file is an ordinary MindSpore-style checkpoint
-    d = load_checkpoint(os.path.join(path, "model.safetensors"), crc_check=True)
+    d = load_checkpoint(os.path.join(path, "model.safetensors"), crc_check=True, format="safetensors")
     assert sorted(d) == ["global_step", "layer.b", "layer.w", "moments.layer.b", "moments.layer.w"]
 
 

@@ -23,6 +23,7 @@ from minispore.train import atomic_io, ckpt_codec, serialization
 
 ALL_DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16,
               ml_dtypes.bfloat16, np.float32, np.float64]
+ALL_DTYPES += [getattr(np, n) for n in ("uint16", "uint32", "uint64") if hasattr(ms, n)]   # where minispore has them
 
 
 class FakeNet:
@@ -84,7 +85,7 @@ def test_round_trip_every_dtype_and_shape_bit_exact(tmp_path, fmt):
 
 def test_safetensors_file_layout_follows_mindspore(tmp_path):
     net = FakeNet(**{"fc.weight": np.ones((2, 3), np.float32), "bn.beta": np.zeros(3, np.float16)})
-    save_checkpoint(net, str(tmp_path / "m.safetensors"))
+    save_checkpoint(net, str(tmp_path / "m.safetensors"), format="safetensors")
     header, _ = _header(tmp_path / "m.safetensors")
     assert header["__metadata__"] == {"format": "ms"}
     assert header["fc.weight"]["dtype"] == "F32" and header["fc.weight"]["shape"] == [2, 3]
@@ -99,14 +100,15 @@ def test_safetensors_file_layout_follows_mindspore(tmp_path):
 
 def test_bfloat16_is_stored_as_the_top_half_of_float32_bits(tmp_path):
     values = np.array([1.0, -2.5, 3.140625, 65280.0], dtype=np.float32)      # exactly representable in bf16
-    save_checkpoint([ms.Parameter(values.astype(ml_dtypes.bfloat16), name="b")], str(tmp_path / "b.safetensors"))
+    save_checkpoint([ms.Parameter(values.astype(ml_dtypes.bfloat16), name="b")], str(tmp_path / "b.safetensors"),
+                    format="safetensors")
     header, raw = _header(tmp_path / "b.safetensors")
     assert header["b"]["dtype"] == "BF16"
     n = int.from_bytes(raw[:8], "little")
     begin, end = header["b"]["data_offsets"]
     stored = np.frombuffer(raw[8 + n + begin:8 + n + end], dtype="<u2")
     np.testing.assert_array_equal(stored, (values.view("<u4") >> 16).astype("<u2"))
-    back = load_checkpoint(str(tmp_path / "b.safetensors"))["b"]
+    back = load_checkpoint(str(tmp_path / "b.safetensors"), format="safetensors")["b"]
     assert back.dtype == ms.bfloat16
     np.testing.assert_array_equal(back.asnumpy().astype(np.float32), values)
 
@@ -115,16 +117,16 @@ def test_files_written_by_the_safetensors_package_load(tmp_path):
     path = str(tmp_path / "hf.safetensors")
     safetensors.numpy.save_file({"a": np.arange(4, dtype=np.int64), "b": np.eye(2, dtype=np.float32)}, path,
                                 metadata={"format": "pt"})
-    loaded = load_checkpoint(path)
+    loaded = load_checkpoint(path, format="safetensors")
     np.testing.assert_array_equal(loaded["a"].asnumpy(), np.arange(4))
     assert loaded["b"].dtype == ms.float32
 
 
 def test_append_dict_types_and_load_param_into_net_return_values(tmp_path):
     """MindSpore's verified example: ints -> Int64, floats -> Float32, str stays str, and the extra
-    entries come back in ckpt_not_load."""
+    entries come back in ckpt_not_load, in file order (the default format is ckpt)."""
     net = FakeNet(w=np.arange(6, dtype=np.float32).reshape(2, 3))
-    path = str(tmp_path / "x.safetensors")
+    path = str(tmp_path / "x.ckpt")
     save_checkpoint(net, path, append_dict={"epoch_num": 3, "lr": 0.1, "tag": "hello", "ok": True})
     d = load_checkpoint(path)
     assert d["epoch_num"].dtype == ms.int64 and d["epoch_num"].shape == () and int(d["epoch_num"]) == 3
@@ -132,7 +134,7 @@ def test_append_dict_types_and_load_param_into_net_return_values(tmp_path):
     assert d["ok"].dtype == ms.bool_ and bool(d["ok"])
     assert d["tag"] == "hello" and isinstance(d["tag"], str)
     net2 = FakeNet(w=np.zeros((2, 3), np.float32))
-    assert load_param_into_net(net2, d) == ([], ["epoch_num", "lr", "ok", "tag"])
+    assert load_param_into_net(net2, d) == ([], ["epoch_num", "lr", "tag", "ok"])
     np.testing.assert_array_equal(net2["w"], net["w"])
 
 
@@ -155,14 +157,14 @@ def test_every_save_obj_form_saves_the_same_values(tmp_path):
         "dict": {"a": net.params["a"], "b": b},
     }
     for label, obj in forms.items():
-        path = str(tmp_path / f"{label}.safetensors")
+        path = str(tmp_path / f"{label}.ckpt")
         save_checkpoint(obj, path)
         d = load_checkpoint(path)
         assert list(d) == ["a", "b"], label
         assert _same_bits(d["a"].asnumpy(), a) and _same_bits(d["b"].asnumpy(), b), label
     # the dict load_checkpoint returns (with a str value) can be saved again
-    save_checkpoint(load_checkpoint(path) | {"note": "x"}, str(tmp_path / "again.safetensors"))
-    assert load_checkpoint(str(tmp_path / "again.safetensors"))["note"] == "x"
+    save_checkpoint(load_checkpoint(path) | {"note": "x"}, str(tmp_path / "again.ckpt"))
+    assert load_checkpoint(str(tmp_path / "again.ckpt"))["note"] == "x"
 
 
 def test_shared_parameter_is_saved_once_and_name_clash_is_an_error(tmp_path):
@@ -172,8 +174,8 @@ def test_shared_parameter_is_saved_once_and_name_clash_is_an_error(tmp_path):
         def parameters_and_names(self):
             return [("emb", shared), ("head.weight", shared)]
 
-    save_checkpoint(Tied(), str(tmp_path / "t.safetensors"))
-    assert list(load_checkpoint(str(tmp_path / "t.safetensors"))) == ["emb"]
+    save_checkpoint(Tied(), str(tmp_path / "t.ckpt"))
+    assert list(load_checkpoint(str(tmp_path / "t.ckpt"))) == ["emb"]
     with pytest.raises(OpValueError, match="'emb' twice"):
         save_checkpoint([shared, ms.Parameter(np.zeros(2, np.float32), name="emb")], str(tmp_path / "c"))
 
@@ -181,7 +183,7 @@ def test_shared_parameter_is_saved_once_and_name_clash_is_an_error(tmp_path):
 def test_choice_func_and_prefix_filters(tmp_path):
     net = FakeNet(**{"conv1.weight": np.ones(1, np.float32), "conv2.weight": np.ones(2, np.float32),
                      "fc.bias": np.ones(3, np.float32)})
-    path = str(tmp_path / "f.safetensors")
+    path = str(tmp_path / "f.ckpt")
     save_checkpoint(net, path, choice_func=lambda n: n.startswith("conv"))
     assert list(load_checkpoint(path)) == ["conv1.weight", "conv2.weight"]
     save_checkpoint(net, path)
@@ -197,36 +199,58 @@ def test_choice_func_and_prefix_filters(tmp_path):
 
 
 def test_file_name_rules(tmp_path):
+    """What real MindSpore 2.10 writes (os.listdir after each save, checked in its venv): the default
+    format is ckpt; `.<format>` is appended only when the name does not end with the format string."""
     net = FakeNet(w=np.ones(1, np.float32))
-    save_checkpoint(net, str(tmp_path / "model"))                 # MindSpore appends ".<format>"
-    assert os.path.exists(tmp_path / "model.safetensors")
-    save_checkpoint(net, tmp_path / "path_like.safetensors")       # os.PathLike works too
-    assert list(load_checkpoint(tmp_path / "path_like.safetensors")) == ["w"]
+    for name in ["net", "net.ckpt", "netckpt", "net.safetensors", "a.b", "x.CKPT"]:
+        save_checkpoint(net, str(tmp_path / name))
+    assert sorted(os.listdir(tmp_path)) == ["a.b.ckpt", "net.ckpt", "net.safetensors.ckpt", "netckpt",
+                                            "x.CKPT.ckpt"]
+    assert list(load_checkpoint(str(tmp_path / "netckpt"))) == ["w"]      # ends with "ckpt": accepted
+    other = tmp_path / "st"
+    other.mkdir()
+    for name in ["s", "s.safetensors", "s.ckpt"]:
+        save_checkpoint(net, str(other / name), format="safetensors")
+    assert sorted(os.listdir(other)) == ["s.ckpt.safetensors", "s.safetensors"]
+    save_checkpoint(net, tmp_path / "path_like.ckpt")                   # os.PathLike works too
+    assert list(load_checkpoint(tmp_path / "path_like.ckpt")) == ["w"]
+    # a load never guesses: the name must end with the format (MindSpore raises ValueError)
     with pytest.raises(OpValueError, match="ending with 'ckpt'"):
-        load_checkpoint(str(tmp_path / "model.safetensors"), format="ckpt")
+        load_checkpoint(str(other / "s.safetensors"))
+    with pytest.raises(OpValueError, match="ending with 'safetensors'"):
+        load_checkpoint(str(tmp_path / "net.ckpt"), format="safetensors")
     with pytest.raises(OpValueError, match="format"):
         save_checkpoint(net, str(tmp_path / "m.npz"), format="npz")
-    os.mkdir(tmp_path / "d.safetensors")
+    os.mkdir(tmp_path / "d.ckpt")
     with pytest.raises(CheckpointError, match="is a directory"):
-        save_checkpoint(net, str(tmp_path / "d.safetensors"))
+        save_checkpoint(net, str(tmp_path / "d.ckpt"))
     with pytest.raises(CheckpointError, match="does not exist"):
-        save_checkpoint(net, str(tmp_path / "no" / "such" / "dir.safetensors"))
+        save_checkpoint(net, str(tmp_path / "no" / "such" / "dir.ckpt"))
+
+
+def test_a_ckpt_file_in_the_safetensors_format_is_refused_clearly(tmp_path):
+    """format= says how to parse; bytes of the other format give a CheckpointError, not garbage."""
+    net = FakeNet(w=np.arange(3, dtype=np.float32))
+    save_checkpoint(net, str(tmp_path / "st.ckpt.safetensors"), format="safetensors")
+    os.rename(tmp_path / "st.ckpt.safetensors", tmp_path / "st.ckpt")
+    with pytest.raises(CheckpointError, match="st.ckpt"):
+        load_checkpoint(str(tmp_path / "st.ckpt"))
 
 
 # ------------------------------------------------------------------------------------------ atomic writes
 def test_saved_file_is_read_only_and_can_be_overwritten(tmp_path):
-    path = str(tmp_path / "ro.safetensors")
+    path = str(tmp_path / "ro.ckpt")
     save_checkpoint(FakeNet(w=np.zeros(2, np.float32)), path)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o400
     save_checkpoint(FakeNet(w=np.ones(2, np.float32)), path)       # replaces the read-only file
     np.testing.assert_array_equal(load_checkpoint(path)["w"].asnumpy(), np.ones(2))
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o400
-    assert sorted(os.listdir(tmp_path)) == ["ro.safetensors"]      # no .tmp left behind
+    assert sorted(os.listdir(tmp_path)) == ["ro.ckpt"]      # no .tmp left behind
 
 
 @pytest.mark.parametrize("fail_at", ["write", "fsync", "replace"])
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch, fail_at):
-    path = str(tmp_path / "a.safetensors")
+    path = str(tmp_path / "a.ckpt")
     save_checkpoint(FakeNet(w=np.zeros(2, np.float32)), path)
     before = open(path, "rb").read()
 
@@ -243,11 +267,11 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, mon
         save_checkpoint(FakeNet(w=np.ones(2, np.float32)), path)
     monkeypatch.undo()
     assert open(path, "rb").read() == before
-    assert sorted(os.listdir(tmp_path)) == ["a.safetensors"]
+    assert sorted(os.listdir(tmp_path)) == ["a.ckpt"]
 
 
 def test_keyboard_interrupt_during_write_removes_the_temporary(tmp_path, monkeypatch):
-    path = str(tmp_path / "k.safetensors")
+    path = str(tmp_path / "k.ckpt")
 
     def interrupted(*a):
         raise KeyboardInterrupt
@@ -260,7 +284,7 @@ def test_keyboard_interrupt_during_write_removes_the_temporary(tmp_path, monkeyp
 
 def test_async_save_snapshots_values_and_reports_failures(tmp_path, monkeypatch):
     net = FakeNet(w=np.zeros(1000, np.float32))
-    path = str(tmp_path / "async.safetensors")
+    path = str(tmp_path / "async.ckpt")
     save_checkpoint(net, path, async_save=True)
     net.params["w"].asnumpy()[:] = 7.0                             # training continues and mutates in place
     np.testing.assert_array_equal(load_checkpoint(path)["w"].asnumpy(), np.zeros(1000))   # load waits
@@ -272,10 +296,10 @@ def test_async_save_snapshots_values_and_reports_failures(tmp_path, monkeypatch)
         raise OSError(5, "I/O error")
 
     monkeypatch.setattr(serialization, "atomic_write_bytes", broken)
-    save_checkpoint(net, str(tmp_path / "fails.safetensors"), async_save=True)
+    save_checkpoint(net, str(tmp_path / "fails.ckpt"), async_save=True)
     with pytest.raises(MinisporeRuntimeError, match="asynchronous save_checkpoint failed"):
         serialization._wait_async_saves()
-    assert not os.path.exists(tmp_path / "fails.safetensors")
+    assert not os.path.exists(tmp_path / "fails.ckpt")
     serialization._wait_async_saves()                              # the error is reported once
 
 
@@ -289,28 +313,30 @@ def _flip(path, offset, xor=0xFF):
 
 def test_crc_detects_a_flipped_data_byte(tmp_path):
     path = str(tmp_path / "c.safetensors")
-    save_checkpoint(FakeNet(w=np.arange(8, dtype=np.float32)), path, crc_check=True)
+    save_checkpoint(FakeNet(w=np.arange(8, dtype=np.float32)), path, crc_check=True, format="safetensors")
     _flip(path, os.path.getsize(path) - 3)
     with pytest.raises(CheckpointError, match="crc check"):
-        load_checkpoint(path, crc_check=True)
-    assert not np.array_equal(load_checkpoint(path)["w"].asnumpy(), np.arange(8))   # unchecked: wrong values
+        load_checkpoint(path, crc_check=True, format="safetensors")
+    unchecked = load_checkpoint(path, format="safetensors")["w"].asnumpy()
+    assert not np.array_equal(unchecked, np.arange(8))                 # unchecked: wrong values
 
 
 def test_crc_layout_detects_a_dtype_swap_that_mindspores_crc_misses(tmp_path):
     path = str(tmp_path / "d.safetensors")
-    save_checkpoint(FakeNet(w=np.arange(4, dtype=np.float32)), path, crc_check=True)
+    save_checkpoint(FakeNet(w=np.arange(4, dtype=np.float32)), path, crc_check=True, format="safetensors")
     raw = open(path, "rb").read()
     at = raw.index(b'"F32"') + 1
     _flip(path, at, ord("F") ^ ord("I"))                           # "F32" -> "I32": same size, same bytes
     with pytest.raises(CheckpointError, match="crc_layout"):
-        load_checkpoint(path, crc_check=True)
+        load_checkpoint(path, crc_check=True, format="safetensors")
 
 
-def test_crc_check_on_a_file_without_crc_warns(tmp_path):
-    path = str(tmp_path / "n.safetensors")
-    save_checkpoint(FakeNet(w=np.ones(1, np.float32)), path)
+@pytest.mark.parametrize("fmt", ["ckpt", "safetensors"])
+def test_crc_check_on_a_file_without_crc_warns(tmp_path, fmt):
+    path = str(tmp_path / f"n.{fmt}")
+    save_checkpoint(FakeNet(w=np.ones(1, np.float32)), path, format=fmt)
     with pytest.warns(UserWarning, match="does not contain a crc"):
-        load_checkpoint(path, crc_check=True)
+        load_checkpoint(path, crc_check=True, format=fmt)
 
 
 def test_ckpt_crc_detects_damage(tmp_path):
@@ -353,8 +379,8 @@ HOSTILE = {
                                                b"\0" * 8), "not a valid safetensors"),
     "bogus dtype": (_safetensors_bytes({"w": {"dtype": "X99", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4),
                     "not a valid safetensors"),
-    "unsupported dtype": (_safetensors_bytes({"w": {"dtype": "U16", "shape": [2], "data_offsets": [0, 4]}},
-                                             b"\0" * 4), "dtype minispore does not support"),
+    "unsupported dtype": (_safetensors_bytes({"w": {"dtype": "F8_E4M3", "shape": [2], "data_offsets": [0, 2]}},
+                                             b"\0" * 2), "dtype minispore does not support"),
     "negative shape": (_safetensors_bytes({"w": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}},
                                           b"\0" * 4), "not a valid safetensors"),
     "giant shape": (_safetensors_bytes({"w": {"dtype": "F64", "shape": [2**40, 2**40],
@@ -370,7 +396,7 @@ def test_hostile_safetensors_files_raise_checkpoint_error(tmp_path, case):
     data, phrase = HOSTILE[case]
     path = _write_raw(tmp_path, data)
     with pytest.raises(CheckpointError) as info:
-        load_checkpoint(path, crc_check=True)
+        load_checkpoint(path, crc_check=True, format="safetensors")
     msg = str(info.value)
     assert path in msg and phrase in msg and "load_checkpoint" in msg
     assert isinstance(info.value, ValueError) and isinstance(info.value, MinisporeError)
@@ -378,14 +404,14 @@ def test_hostile_safetensors_files_raise_checkpoint_error(tmp_path, case):
 
 def test_missing_file_and_directory_raise_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError, match="does not exist"):
-        load_checkpoint(str(tmp_path / "nothing.safetensors"))
-    os.mkdir(tmp_path / "dir.safetensors")
+        load_checkpoint(str(tmp_path / "nothing.ckpt"))
+    os.mkdir(tmp_path / "dir.ckpt")
     with pytest.raises(CheckpointError, match="is a directory"):
-        load_checkpoint(str(tmp_path / "dir.safetensors"))
+        load_checkpoint(str(tmp_path / "dir.ckpt"))
     if os.path.exists("/dev/zero"):                                # an endless "file" is refused, not read
-        os.symlink("/dev/zero", tmp_path / "zero.safetensors")
+        os.symlink("/dev/zero", tmp_path / "zero.ckpt")
         with pytest.raises(CheckpointError, match="not a regular file"):
-            load_checkpoint(str(tmp_path / "zero.safetensors"))
+            load_checkpoint(str(tmp_path / "zero.ckpt"))
 
 
 def test_a_pickle_is_never_executed(tmp_path):
@@ -414,7 +440,7 @@ HOSTILE_CKPT = {
     "missing content": _ld(1, _ld(1, b"w") + _ld(2, _ld(2, b"Int64"))),
     "content size mismatch": _ld(1, _ld(1, b"w") + _ld(2, b"\x08\x02" + _ld(2, b"Int64") + _ld(3, b"\0"))),
     "unknown dtype": _ld(1, _ld(1, b"w") + _ld(2, _ld(2, b"Bogus") + _ld(3, b"\0"))),
-    "unsupported dtype": _ld(1, _ld(1, b"w") + _ld(2, _ld(2, b"UInt16") + _ld(3, b"\0\0"))),
+    "unsupported dtype": _ld(1, _ld(1, b"w") + _ld(2, _ld(2, b"Int4") + _ld(3, b"\0\0"))),
     "negative dims": _ld(1, _ld(1, b"w") + _ld(2, b"\x08" + b"\xff" * 9 + b"\x01" + _ld(2, b"Float32")
                                            + _ld(3, b""))),
     "map parameter": _ld(1, _ld(1, b"w") + _ld(3, b"")),
@@ -468,7 +494,7 @@ def test_fuzz_flipped_and_truncated_safetensors_give_error_or_the_exact_values(t
                 data[pos] ^= xor
                 _write_raw(tmp_path, bytes(data), name="fuzz.safetensors")
                 try:
-                    loaded = load_checkpoint(bad, crc_check=True)
+                    loaded = load_checkpoint(bad, crc_check=True, format="safetensors")
                 except CheckpointError:
                     outcomes["error"] += 1
                     continue
@@ -477,7 +503,7 @@ def test_fuzz_flipped_and_truncated_safetensors_give_error_or_the_exact_values(t
         for cut in range(len(raw)):
             _write_raw(tmp_path, raw[:cut], name="fuzz.safetensors")
             with pytest.raises(CheckpointError):
-                load_checkpoint(bad, crc_check=True)
+                load_checkpoint(bad, crc_check=True, format="safetensors")
     assert outcomes["error"] > 0 and outcomes["same"] > 0     # both outcomes really happen
 
 
@@ -601,7 +627,7 @@ def test_missing_names_prefix_fallback_and_copies():
 
 
 def test_load_checkpoint_with_net_loads_into_it(tmp_path):
-    path = str(tmp_path / "n.safetensors")
+    path = str(tmp_path / "n.ckpt")
     save_checkpoint(FakeNet(w=np.arange(3, dtype=np.float32)), path)
     net = FakeNet(w=np.zeros(3, np.float32))
     d = load_checkpoint(path, net=net)
@@ -611,7 +637,7 @@ def test_load_checkpoint_with_net_loads_into_it(tmp_path):
 
 def test_bad_arguments_raise_minispore_errors(tmp_path):
     net = FakeNet(w=np.ones(1, np.float32))
-    p = str(tmp_path / "b.safetensors")
+    p = str(tmp_path / "b.ckpt")
     cases = [
         (OpTypeError, lambda: save_checkpoint(42, p)),
         (OpTypeError, lambda: save_checkpoint(net, 42)),
@@ -623,11 +649,11 @@ def test_bad_arguments_raise_minispore_errors(tmp_path):
         (OpValueError, lambda: save_checkpoint(net, p, async_save="fork")),
         (OpValueError, lambda: save_checkpoint(net, p, enc_key=b"0123456789abcdef")),
         (OpTypeError, lambda: save_checkpoint({"c": np.ones(2, np.complex64)}, p)),
-        (OpTypeError, lambda: save_checkpoint({"u": np.ones(2, np.uint16)}, p)),
+        (OpTypeError, lambda: save_checkpoint({"t": np.ones(2, "m8[s]")}, p)),         # timedelta64
         (OpTypeError, lambda: save_checkpoint(net, p, bogus=1)),
-        (OpValueError, lambda: save_checkpoint({"__metadata__": np.ones(1, np.float32)}, p)),
+        (OpValueError, lambda: save_checkpoint({"__metadata__": np.ones(1, np.float32)}, p, format="safetensors")),
         (OpValueError, lambda: save_checkpoint(net, p, append_dict={"s": "\ud800"})),
-        (OpValueError, lambda: save_checkpoint({"s": "\ud800"}, p, format="ckpt")),
+        (OpValueError, lambda: save_checkpoint({"s": "\ud800"}, p, format="safetensors")),
         (OpTypeError, lambda: load_checkpoint(42)),
         (OpValueError, lambda: load_checkpoint(p, dec_key=b"k" * 16)),
         (OpTypeError, lambda: load_checkpoint(p, crc_check="yes")),
@@ -665,8 +691,8 @@ def test_top_level_names_and_real_cells(tmp_path):
     src, dst = Net(1.0), Net(0.0)
     names = [p.name for _, p in src.parameters_and_names()]
     assert names == ["first.weight", "first.bias", "second.weight", "second.bias"]
-    save_checkpoint(src, str(tmp_path / "net.safetensors"))
-    assert load_param_into_net(dst, load_checkpoint(str(tmp_path / "net.safetensors"))) == ([], [])
+    save_checkpoint(src, str(tmp_path / "net.ckpt"))
+    assert load_param_into_net(dst, load_checkpoint(str(tmp_path / "net.ckpt"))) == ([], [])
     np.testing.assert_array_equal(dst.second.weight.asnumpy(), np.full((2, 2), 2.0))
 
 

@@ -34,7 +34,8 @@ def tiny_train(out_dir, **kw):
 def saved_tensors(out_dir):
     """{name: ndarray} of the latest checkpoint (network and optimizer state)."""
     path = CheckpointManager(out_dir, create=False).latest()
-    return {n: p.asnumpy() for n, p in load_checkpoint(os.path.join(path, "model.safetensors")).items()}
+    weights = load_checkpoint(os.path.join(path, "model.safetensors"), format="safetensors")
+    return {n: p.asnumpy() for n, p in weights.items()}
 
 
 def assert_same_state(a, b):
