@@ -10,6 +10,8 @@
             y = y + i
         while y.max() < 100:                  # a tensor condition -> a While node
             y = y * 2
+            if y.min() < -5:                  # an exit under a tensor condition -> exit flags
+                break
         return y
 
 How (read in this order):
@@ -22,6 +24,8 @@ How (read in this order):
 * expressions.py   the expression half of the interpreter; frames.py: variables, interpreted closures.
 * control_flow.py  `if`/`while` on tensor values -> If/While nodes with closed subgraphs; the
                    gradient of If.
+* loop_exits.py    break/continue/return under a tensor condition: exit flags, and the code an
+                   exit skips runs under an If on them (control_flow.guard).
 * fallback.py      what is not compiled runs as Python (JIT Fallback), at compile time or run time;
                    with fullgraph=True it is an error naming the construct, function, file and line.
 * session.py       the capture session (trace session + regions for subgraphs + source lines).

@@ -14,14 +14,17 @@ subgraphs `then_graph` / `else_graph` of one If node:
   into both branches, so each branch ends the function and the node's outputs are the return value.
 * `raise` inside a branch runs when the graph runs (the branch's outputs come from the host call
   that raises, so both branches still have the same types).
-* `break`/`continue` cannot leave a tensor branch (a loop is unrolled at compile time: its trip
-  count cannot depend on data) - a clear error.
+* `break`/`continue` leaving a tensor branch, and `return` inside a loop (or anywhere the code after
+  it cannot simply be moved into the branches), set *exit flags* instead (loop_exits.py): the
+  branches' outputs include the flags, and `guard` runs the code the exit skips under an If on them.
 
 **`while` on a tensor**: the variables the body assigns (and that exist before the loop) are the
 loop *carry*; the condition and the body become `cond_graph` / `body_graph` of a While node. A
 carried Python number that the body changes becomes a 0-d tensor (int64 / float32 / bool) and the
 loop is captured again. Every carried tensor must keep its shape and dtype. Variables first
-assigned inside the body are undefined after the loop.
+assigned inside the body are undefined after the loop. With break/return in the body, the loop's
+break flag and the frame's return flag and value are carried too, and the condition becomes
+`cond and not broke and not returned`.
 
 **Gradients.** An If node inside a gradient is one tape entry (`IfVJP`). Its backward is another
 If node on the same condition whose branches are the *backward graphs of the two branches*: each is
@@ -33,6 +36,7 @@ a gradient that reaches one raises a clear error.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
 
 import numpy as np
@@ -46,7 +50,9 @@ from ...ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Slot, Value
 from ...printer import format_aval
 from ..trace import HostResult
 from .session import AstCaptureError, Region, aval_of, close_regions, is_symbolic, tracked, where
-from .signals import BREAK, CONTINUE, MISSING, RAISED, RETURN, Undefined
+from . import loop_exits
+from .loop_exits import RET, RETVAL
+from .signals import MAYBE, MISSING, PENDING, RAISED, RETURN, Undefined
 from .source import assigned_names, contains_loop_exit, contains_return, subscript_assigned_names
 
 RETURN_LABEL = "return value"
@@ -80,16 +86,13 @@ def tensor_if(interp, stmt, frame, cond, cont):
     loc = frame.loc(stmt.lineno)
     check_condition(cond, loc, "if")
     body, orelse = stmt.body, stmt.orelse
-    if contains_loop_exit(body) or contains_loop_exit(orelse):
-        raise AstCaptureError("if", "break/continue only under conditions known at compile time",
-                              "break/continue inside an `if` on a tensor value (loops are unrolled at compile "
-                              "time, so their trip count cannot depend on data); use a while loop on a tensor "
-                              "condition instead", where=where(loc))
     returning = contains_return(body) or contains_return(orelse)
+    if contains_loop_exit(body) or contains_loop_exit(orelse) or (returning and cont is None):
+        # an exit whose continuation is not "the rest of the function": exit flags (loop_exits.py)
+        return tensor_branches(interp, frame, cond, (lambda: interp.exec_block(body, frame, None),
+                                                     lambda: interp.exec_block(orelse, frame, None)),
+                               loc, subscript_assigned_names(body + orelse))
     if returning:
-        if cont is None:
-            raise AstCaptureError("if", "`return` inside an `if` on a tensor value only outside loops",
-                                  "a return inside a loop", where=where(loc))
         rest = [s for block in cont for s in block]
         blocks, labels = (body + rest, orelse + rest), [RETURN_LABEL]
     else:
@@ -137,6 +140,8 @@ def _run_branch(interp, frame, region, stmts, labels, returning, copies):
     try:
         with region:
             sig = interp.exec_block(stmts, frame, () if returning else None)
+            if returning and sig is MAYBE:         # a loop inside returned on some paths only
+                sig = finish_function(interp, frame, frame.loc())
         ret = frame.return_value
     finally:
         frame.env, frame.return_value = saved_env, saved_ret
@@ -147,7 +152,89 @@ def _run_branch(interp, frame, region, stmts, labels, returning, copies):
     return _Branch(values, raised)
 
 
-def _merge_and_emit(interp, cond, regions, branches, labels, loc):
+def tensor_branches(interp, frame, cond, runs, loc, copies=()):
+    """An If node whose two branches are `runs` (callables returning a statement signal), run in
+    private copies of the frame's variables. Its outputs are every variable either branch changed,
+    exit flags included (a static exit at a branch's end becomes flags). Returns MAYBE (the caller
+    resolves the flags), or RAISED when both branches raise."""
+    loop_exits.ensure_retval(frame)
+    saved_env, saved_ret = frame.env, frame.return_value
+    regions, envs, raised = [], [], []
+    for kind, run in zip(("then", "else"), runs):
+        r = Region(interp, kind)
+        r.session.defer_raise = True
+        env = dict(saved_env)
+        for n in copies:                       # `x[i] = v` in a branch must not rebind the outer x
+            if is_symbolic(env.get(n)):
+                env[n] = interp.private_copy(env[n])
+        frame.env, frame.return_value = env, None
+        try:
+            with r:
+                sig = loop_exits.to_flags(frame, run())
+        finally:
+            frame.env, frame.return_value = saved_env, saved_ret
+        regions.append(r)
+        envs.append(env)
+        raised.append(r.session.raise_info or (RuntimeError("unreachable: an inner branch raised"), None)
+                      if sig is RAISED else None)
+    labels = {}
+    for env in envs:
+        for n, v in env.items():
+            if v is not saved_env.get(n, MISSING):
+                labels[n] = None
+        for n in saved_env:
+            if n not in env:                   # deleted in a branch
+                labels[n] = None
+    branches = [_Branch({n: env.get(n, MISSING) for n in labels}, rz) for env, rz in zip(envs, raised)]
+    merged = _merge_and_emit(interp, cond, regions, branches, list(labels), loc, lenient=True)
+    for n, v in merged.items():
+        frame.env[n] = v
+    if raised[0] is not None and raised[1] is not None:
+        return RAISED
+    return MAYBE
+
+
+def guard(interp, frame, names, run, loc):
+    """Run `run()` only on the paths where none of the exit flags `names` is set: an If node on
+    `flag or flag ...` whose true branch does nothing. Inside `run` the flags are False (constants),
+    and in the true branch a single flag is known to be True, so merges stay constant where they can."""
+    flags = loop_exits.pending(frame, names)
+    F = _F()
+    cond = frame.env[flags[0]]
+    for n in flags[1:]:
+        cond = F.logical_or(cond, frame.env[n])
+
+    def skipped():
+        if len(flags) == 1:
+            frame.env[flags[0]] = True
+        return None
+
+    def taken():
+        for n in flags:
+            frame.env[n] = False
+        return run()
+
+    return tensor_branches(interp, frame, cond, (skipped, taken), loc)
+
+
+def finish_function(interp, frame, loc):
+    """The end of a function body that returned on some paths only (MAYBE): the other paths fall off
+    the end and return None, as in Python. Returns RETURN with the merged return value."""
+    def falls_off():
+        frame.return_value = None
+        return RETURN
+
+    guard(interp, frame, [RET], falls_off, loc)
+    sig = loop_exits.resolve(frame)
+    assert sig is RETURN, sig
+    return sig
+
+
+def _merge_and_emit(interp, cond, regions, branches, labels, loc, lenient=False):
+    """Pair each label's values of the two branches, emit the If node, return {label: merged}.
+    `lenient` (the Ifs of exit flags): a variable undefined on one path, or holding different
+    Python objects (no tensors) on the two paths, becomes undefined instead of an error now: it
+    is an error only if the code reads it later."""
     entries, sides, avals = [], ([], []), []
     for label in labels:
         a, b = (_WILD if br.raised is not None else br.values.get(label, MISSING) for br in branches)
@@ -157,7 +244,18 @@ def _merge_and_emit(interp, cond, regions, branches, labels, loc):
             entries.append((label, Undefined(label, f"is assigned on only one path of the `if` on a tensor "
                                                     f"value at line {loc[1]}"), 0))
             continue
-        template, pairs = _pair(regions, label, a, b, loc)
+        if lenient and (type(a) is Undefined or type(b) is Undefined):
+            entries.append((label, a if type(a) is Undefined else b, 0))
+            continue
+        try:
+            template, pairs = _pair(regions, label, a, b, loc)
+        except AstCaptureError:
+            if not lenient or _holds_tensor(a) or _holds_tensor(b):
+                raise
+            entries.append((label, Undefined(label, f"holds different Python values on the paths that a "
+                                                    f"break/continue/return under the tensor condition at line "
+                                                    f"{loc[1]} separates"), 0))
+            continue
         for x, y in pairs:
             sides[0].append(x)
             sides[1].append(y)
@@ -191,6 +289,10 @@ def _is_leaf(x):
     return isinstance(x, Tensor) or type(x) is HostResult
 
 
+def _holds_tensor(x) -> bool:
+    return x is not _WILD and bool(pytree.flatten(x, is_leaf=_is_leaf)[0])
+
+
 def _is_number(x):
     return isinstance(x, (bool, numbers.Number, np.bool_)) and not isinstance(x, (complex, Tensor))
 
@@ -205,14 +307,49 @@ def number_dtype(*values):
 
 def _pair(regions, label, a, b, loc):
     """The common structure of one variable in both branches: (template, [(leaf_a, leaf_b)])."""
+    if a is PENDING or b is PENDING:
+        if a is b:
+            return a, []
+        # a return value on one path only: the other path's value is never used (its return flag
+        # is False there), so any value of the same type fills it
+        if a is PENDING:
+            a = _filler(regions[0], b, loc)
+        else:
+            b = _filler(regions[1], a, loc)
     if a is _WILD or b is _WILD:
         other = b if a is _WILD else a
         leaves, template = pytree.flatten(other, is_leaf=_is_leaf)
         return template, [(_WILD, x) if a is _WILD else (x, _WILD) for x in leaves]
+    if _is_number(a) and _is_number(b) and type(a) is type(b) and a == b:
+        return a, []
+    a, b = _unify_numbers(regions, a, b)
+    la, ta = pytree.flatten(a, is_leaf=_is_leaf)
+    lb, tb = pytree.flatten(b, is_leaf=_is_leaf)
+    ok = _same_template(ta, tb) and all(
+        (type(x) is HostResult and type(y) is HostResult)
+        or (isinstance(x, Tensor) and isinstance(y, Tensor) and tuple(x.shape) == tuple(y.shape)
+            and x.dtype is y.dtype) for x, y in zip(la, lb))
+    if not ok:
+        what = "the return value" if label == RETURN_LABEL else loop_exits.display_name(label)
+        raise AstCaptureError("if", f"{what} to have the same type, shape and dtype in both branches of an `if` "
+                              f"on a tensor value", f"{_describe(a)} in the true branch and {_describe(b)} in the "
+                              f"false branch", where=where(loc))
+    return ta, list(zip(la, lb))
+
+
+def _unify_numbers(regions, a, b):
+    """Numbers that differ between the branches (also inside tuples, lists and dicts) become 0-d
+    tensors; a number against a tensor becomes a tensor like it (MindSpore makes them variables)."""
     F = _F()
+    if type(a) is type(b) and isinstance(a, (tuple, list)) and len(a) == len(b):
+        pairs = [_unify_numbers(regions, x, y) for x, y in zip(a, b)]
+        return type(a)(x for x, _ in pairs), type(b)(y for _, y in pairs)
+    if type(a) is dict and type(b) is dict and list(a) == list(b):
+        pairs = {k: _unify_numbers(regions, a[k], b[k]) for k in a}
+        return {k: v[0] for k, v in pairs.items()}, {k: v[1] for k, v in pairs.items()}
     if _is_number(a) and _is_number(b):
         if type(a) is type(b) and a == b:
-            return a, []
+            return a, b
         dt = number_dtype(a, b)
         with regions[0]:
             a = F.full((), a, dtype=dt)
@@ -224,18 +361,23 @@ def _pair(regions, label, a, b, loc):
     elif _is_number(a) and isinstance(b, Tensor):
         with regions[0]:
             a = F.full(tuple(b.shape), a, dtype=b.dtype)
-    la, ta = pytree.flatten(a, is_leaf=_is_leaf)
-    lb, tb = pytree.flatten(b, is_leaf=_is_leaf)
-    ok = _same_template(ta, tb) and all(
-        (type(x) is HostResult and type(y) is HostResult)
-        or (isinstance(x, Tensor) and isinstance(y, Tensor) and tuple(x.shape) == tuple(y.shape)
-            and x.dtype is y.dtype) for x, y in zip(la, lb))
-    if not ok:
-        what = "the return value" if label == RETURN_LABEL else f"variable '{label}'"
-        raise AstCaptureError("if", f"{what} to have the same type, shape and dtype in both branches of an `if` "
-                              f"on a tensor value", f"{_describe(a)} in the true branch and {_describe(b)} in the "
-                              f"false branch", where=where(loc))
-    return ta, list(zip(la, lb))
+    return a, b
+
+
+def _filler(region, like, loc):
+    """A value with the structure, shapes and dtypes of `like` (zeros), built in `region` (or in the
+    session recording now): the return value of a path that has not returned."""
+    F = _F()
+    leaves, template = pytree.flatten(like, is_leaf=_is_leaf)
+    out = []
+    with region if region is not None else contextlib.nullcontext():
+        for x in leaves:
+            if type(x) is HostResult:
+                raise AstCaptureError("return", "return values that are tensors or Python constants when a "
+                                      "return happens under a tensor condition",
+                                      "a Python value computed at run time", where=where(loc))
+            out.append(F.zeros(tuple(x.shape), x.dtype))
+    return pytree.fill(template, out)
 
 
 def _same_template(x, y) -> bool:
@@ -438,12 +580,15 @@ def tensor_while(interp, stmt, frame, first_cond):
     loc = frame.loc(stmt.lineno)
     check_condition(first_cond, loc, "while")
     body = stmt.body
-    if contains_loop_exit(body) or contains_return(body):
-        raise AstCaptureError("while", "no break/continue/return in a `while` loop on a tensor value",
-                              "one (the loop becomes a While node whose body always runs to the end); fold "
-                              "the exit into the loop condition", where=where(loc))
+    loop = frame.loops[-1]                    # s_While entered the loop (its exit flags)
     names = assigned_names(body)
-    carried = [n for n in names if n in frame.env and type(frame.env[n]) is not Undefined]
+    flags = []                                # exit flags carried by the loop
+    if contains_loop_exit(body) or loop_exits.pending(frame, [loop.brk]):
+        flags.append(loop.brk)
+    if contains_return(body) or loop_exits.pending(frame, [RET]):
+        loop_exits.ensure_retval(frame)
+        flags += [RET, RETVAL]
+    carried = [n for n in names if n in frame.env and type(frame.env[n]) is not Undefined] + flags
     promote = set()
     F = _F()
     while True:
@@ -464,7 +609,10 @@ def tensor_while(interp, stmt, frame, first_cond):
             for n in dyn:
                 template, leaves = specs[n]
                 env[n] = pytree.fill(template, [body_r.bind(x) for x in leaves])
+        for n in (loop.brk, loop.cont, RET):
+            env[n] = False                         # the body runs only while no exit has happened
         _run_in(interp, frame, body_r, env, body)
+        env.pop(loop.cont, None)                   # `continue` ends with the iteration
         retry = False
         for n in carried:
             if n in dyn:
@@ -472,6 +620,10 @@ def tensor_while(interp, stmt, frame, first_cond):
             nv = env.get(n, MISSING)
             if _same_template(nv, init[n]) and type(nv) is type(init[n]):
                 continue                              # unchanged: a loop-invariant constant
+            if init[n] is PENDING and nv is not MISSING:
+                frame.env[n] = _filler(None, nv, loc)
+                retry = True                          # a first return value: carry one of its type
+                continue
             if _is_number(init[n]) and (_is_number(nv) or isinstance(nv, Tensor)):
                 promote.add(n)
                 retry = True
@@ -517,6 +669,13 @@ def tensor_while(interp, stmt, frame, first_cond):
             raise AstCaptureError("while", "a loop condition that stays a tensor inside the loop",
                                   f"{_describe(c)}", where=where(loc))
         check_condition(c, loc, "while")
+        exited = [env[n] for n in (loop.brk, RET) if n in dyn]
+        if exited:                                 # `cond and not broke and not returned`
+            with cond_r:
+                stop = exited[0]
+                for e in exited[1:]:
+                    stop = F.logical_or(stop, e)
+                c = F.logical_and(F.cast(c, mstype.bool_), F.logical_not(stop))
         cond_out = cond_r.value_of(c)
         break
 
@@ -539,12 +698,11 @@ def _run_in(interp, frame, region, env, stmts):
     frame.env = env
     try:
         with region:
-            sig = interp.exec_block(stmts, frame, None)
+            sig = loop_exits.to_flags(frame, interp.exec_block(stmts, frame, None))
     finally:
         frame.env, frame.return_value = saved_env, saved_ret
-    assert sig not in (BREAK, CONTINUE, RETURN)
     return sig
 
 
-__all__ = ["tensor_if", "tensor_ifexp", "tensor_while", "emit_if", "emit_while", "replay", "IfVJP", "WhileVJP",
-           "check_condition", "number_dtype"]
+__all__ = ["tensor_if", "tensor_ifexp", "tensor_while", "tensor_branches", "guard", "finish_function", "emit_if",
+           "emit_while", "replay", "IfVJP", "WhileVJP", "check_condition", "number_dtype"]

@@ -15,7 +15,7 @@ class Frame:
     """The variables of one interpreted call (or comprehension), and where it is in the source."""
 
     __slots__ = ("fn_name", "filename", "globals", "env", "parent", "closure", "lineno", "return_value",
-                 "global_names", "nonlocal_names", "func", "first_arg", "user")
+                 "global_names", "nonlocal_names", "func", "first_arg", "user", "loops")
 
     def __init__(self, fn_name, filename, globals_, env, parent=None, closure=None, func=None, first_arg=None,
                  lineno=0, user=True):
@@ -32,6 +32,7 @@ class Frame:
         self.func = func
         self.first_arg = first_arg
         self.user = user                  # user code (not a library Cell's construct): names IR lines
+        self.loops = []                   # the exit flags of the loops running now, innermost last
 
     def loc(self, lineno=None):
         return (self.filename, self.lineno if lineno is None else lineno, self.fn_name)

@@ -12,9 +12,11 @@ cannot be compiled (fallback.py). Statement by statement:
 `while c:`             iterates in Python while c is a Python value; once c is a tensor, the rest of
                        the loop becomes a While node (carry = the variables the body assigns).
 `for x in it:`         unrolled over a Python iterable (range, tuple, list, CellList, dict, zip...)
-                       or over the first axis of a tensor; break/continue/else work.
+                       or over the first axis of a tensor; break/continue/else work, also under a
+                       tensor condition (exit flags: loop_exits.py).
 `return`               ends the function; inside a tensor `if` the code after the `if` is moved into
-                       both branches, so both end in a return (see control_flow.py).
+                       both branches, so both end in a return (see control_flow.py); inside a loop
+                       it sets exit flags (loop_exits.py).
 def / lambda           an interpreted closure (tensor control flow inside it works too).
 print(...)             a host call that prints when the graph runs (MindSpore's Print).
 try, with, class, ...  unsupported: fullgraph=True raises naming the line; otherwise fallback.py runs
@@ -42,11 +44,11 @@ from ....common import dtype as mstype
 from ....common.errors import MinisporeError
 from ....common.tensor import Tensor
 from ..trace import CaptureError, HostResult, user_source
-from . import control_flow, fallback
+from . import control_flow, fallback, loop_exits
 from .expressions import BINOPS, INPLACE, SYMBOL, Expressions, rows
 from .frames import Frame, InterpretedFunction
 from .session import AstCaptureError, contains_opaque, is_dynamic_leaf, unsupported, where
-from .signals import BREAK, CONTINUE, MISSING, RAISED, RETURN, Undefined
+from .signals import BREAK, CONTINUE, MAYBE, MISSING, RAISED, RETURN, Undefined
 from .source import find_generator, is_user_code, parse_function
 
 MAX_UNROLL = 100_000          # iterations of one unrolled loop before giving up (a runaway loop)
@@ -299,7 +301,8 @@ class Interpreter(Expressions):
         try:
             if isinstance(node, ast.Lambda):
                 return self.eval(node.body, frame)
-            self.exec_block(node.body, frame, ())
+            if self.exec_block(node.body, frame, ()) is MAYBE:     # returned on some paths only
+                control_flow.finish_function(self, frame, frame.loc())
             return frame.return_value
         finally:
             self.frames.pop()
@@ -386,7 +389,10 @@ class Interpreter(Expressions):
     def exec_block(self, stmts, frame, cont):
         """Run a statement list. `cont` (tail position only, else None) lists the blocks that follow
         it up to the end of the function: a tensor `if` containing a return moves them into its
-        branches. Returns None or a signal (BREAK, CONTINUE, RETURN, RAISED)."""
+        branches. Returns None or a signal (BREAK, CONTINUE, RETURN, RAISED, MAYBE).
+
+        After a statement that may have exited under a tensor condition (MAYBE), the rest of the
+        block runs under a guard: only on the paths where no exit flag is set (loop_exits.py)."""
         for k, stmt in enumerate(stmts):
             frame.lineno = stmt.lineno
             if type(stmt) is ast.If:
@@ -398,6 +404,13 @@ class Interpreter(Expressions):
                     sig = self._guarded(fallback.run_statement, self, frame, stmt)
                 else:
                     sig = self._guarded(handler, self, stmt, frame)
+            if sig is MAYBE:
+                sig = loop_exits.resolve(frame)
+                if sig is MAYBE and k + 1 < len(stmts):
+                    rest = stmts[k + 1:]
+                    self._guarded(control_flow.guard, self, frame, loop_exits.flag_names(frame),
+                                  lambda: self.exec_block(rest, frame, None), frame.loc(rest[0].lineno))
+                    return loop_exits.resolve(frame)
             if sig is not None:
                 return sig
         return None
@@ -576,43 +589,90 @@ class Interpreter(Expressions):
             items = (it[i] for i in range(it.shape[0]))
         else:
             items = iter(it)
-        n = 0
-        for item in items:
-            n += 1
-            if n > MAX_UNROLL:
-                raise AstCaptureError("for", f"a loop of at most {MAX_UNROLL} iterations to unroll",
-                                      "more (an endless iterator?)", where=where(frame.loc(stmt.lineno)))
-            self.assign(stmt.target, item, frame)
-            sig = self.exec_block(stmt.body, frame, None)
-            if sig is BREAK:
-                return None
-            if sig is RETURN or sig is RAISED:
-                return sig
+        loop = loop_exits.enter_loop(frame)
+        try:
+            n = 0
+            for item in items:
+                n += 1
+                if n > MAX_UNROLL:
+                    raise AstCaptureError("for", f"a loop of at most {MAX_UNROLL} iterations to unroll",
+                                          "more (an endless iterator?)", where=where(frame.loc(stmt.lineno)))
+
+                def iteration(item=item):
+                    self.assign(stmt.target, item, frame)
+                    return self.exec_block(stmt.body, frame, None)
+                sig = self._loop_iteration(frame, loop, iteration, stmt)
+                if sig is BREAK:
+                    return self._after_loop(frame)
+                if sig is RETURN or sig is RAISED:
+                    return sig
+        finally:
+            broke = loop_exits.leave_loop(frame, loop)
+        return self._loop_else(frame, broke, stmt)
+
+    def _loop_iteration(self, frame, loop, iteration, stmt):
+        """One iteration of an unrolled loop; once a break or return flag is a tensor (an exit under
+        a tensor condition), it runs under a guard, on the paths that have not exited."""
+        if loop_exits.pending(frame, (loop.brk, loop_exits.RET)):
+            self._guarded(control_flow.guard, self, frame, (loop.brk, loop_exits.RET), iteration,
+                          frame.loc(stmt.lineno))
+            sig = MAYBE
+        else:
+            sig = iteration()
+        return loop_exits.end_iteration(frame, loop, sig)
+
+    @staticmethod
+    def _after_loop(frame):
+        """The signal of a finished loop for the code after it: MAYBE while the return flag is a tensor."""
+        return MAYBE if loop_exits.pending(frame, (loop_exits.RET,)) else None
+
+    def _loop_else(self, frame, broke, stmt):
+        """The loop ran out without a static break: its `else:` runs on the paths that neither broke
+        nor returned. (The loop's flags are gone by now: a break inside `else` is the outer loop's.)"""
+        if broke is True or not stmt.orelse:
+            return self._after_loop(frame)
+        if isinstance(broke, Tensor) or loop_exits.pending(frame, (loop_exits.RET,)):
+            frame.env[loop_exits.BROKE] = broke
+            try:
+                self._guarded(control_flow.guard, self, frame, (loop_exits.BROKE, loop_exits.RET),
+                              lambda: self.exec_block(stmt.orelse, frame, None), frame.loc(stmt.orelse[0].lineno))
+            finally:
+                frame.env.pop(loop_exits.BROKE, None)
+            return loop_exits.resolve(frame)
         return self.exec_block(stmt.orelse, frame, None)
 
     def s_While(self, stmt, frame):
-        n = 0
-        while True:
-            cond = self.eval(stmt.test, frame)
-            frame.lineno = stmt.lineno
-            if isinstance(cond, Tensor):
-                control_flow.tensor_while(self, stmt, frame, cond)
-                return self.exec_block(stmt.orelse, frame, None)
-            if type(cond) is HostResult:
-                return fallback.run_statement(self, frame, stmt, what="a while loop on a value computed in "
-                                              "Python at run time")
-            if not cond:
-                return self.exec_block(stmt.orelse, frame, None)
-            n += 1
-            if n > MAX_UNROLL:
-                raise AstCaptureError("while", f"a loop on Python values of at most {MAX_UNROLL} iterations "
-                                      f"(it is unrolled at compile time)", "more (an endless loop?)",
-                                      where=where(frame.loc(stmt.lineno)))
-            sig = self.exec_block(stmt.body, frame, None)
-            if sig is BREAK:
-                return None
-            if sig is RETURN or sig is RAISED:
-                return sig
+        loop = loop_exits.enter_loop(frame)
+        try:
+            n = 0
+            while True:
+                cond = self.eval(stmt.test, frame)
+                frame.lineno = stmt.lineno
+                if isinstance(cond, Tensor):
+                    control_flow.tensor_while(self, stmt, frame, cond)
+                    break
+                if type(cond) is HostResult:
+                    if loop_exits.pending(frame, (loop.brk, loop_exits.RET)):
+                        raise AstCaptureError("while", "a loop condition known at compile time, or a tensor, "
+                                              "after a break/return under a tensor condition", "a value computed "
+                                              "in Python at run time", where=where(frame.loc(stmt.lineno)))
+                    return fallback.run_statement(self, frame, stmt, what="a while loop on a value computed in "
+                                                  "Python at run time")
+                if not cond:
+                    break
+                n += 1
+                if n > MAX_UNROLL:
+                    raise AstCaptureError("while", f"a loop on Python values of at most {MAX_UNROLL} iterations "
+                                          f"(it is unrolled at compile time)", "more (an endless loop?)",
+                                          where=where(frame.loc(stmt.lineno)))
+                sig = self._loop_iteration(frame, loop, lambda: self.exec_block(stmt.body, frame, None), stmt)
+                if sig is BREAK:
+                    return self._after_loop(frame)
+                if sig is RETURN or sig is RAISED:
+                    return sig
+        finally:
+            broke = loop_exits.leave_loop(frame, loop)
+        return self._loop_else(frame, broke, stmt)
 
     # -- assignment ------------------------------------------------------------------------------------
     def assign(self, target, value, frame):
