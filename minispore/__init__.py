@@ -6,10 +6,11 @@ __version__ = "0.1.0"
 
 from .common import dtype
 from .common.dtype import (bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8,
+                           uint16, uint32, uint64,
                            half, single, double, dtype_to_nptype)
 from .common.context import (GRAPH_MODE, PYNATIVE_MODE, get_context, set_context, set_seed, get_seed,
                              get_rng_state, set_rng_state)
-from .common.tensor import Parameter, ParameterTuple, Tensor
+from .common.tensor import Parameter, ParameterTuple, Tensor, from_numpy, tensor
 from .common.errors import MinisporeError, OpTypeError, OpValueError, MinisporeRuntimeError
 from . import ops
 from .backend import registry as _backend_registry          # noqa: F401  (backend selection)
@@ -35,6 +36,14 @@ _LAZY = {
     "testing": "minispore.testing",
     "dataset": "minispore.dataset",
     "mint": "minispore.mint",
+    "amp": "minispore.amp",
+    "Model": "minispore.train",             # MindSpore exposes its training API at top level too
+    "LossMonitor": "minispore.train",
+    "TimeMonitor": "minispore.train",
+    "ModelCheckpoint": "minispore.train",
+    "CheckpointConfig": "minispore.train",
+    "Callback": "minispore.train",
+    "RunContext": "minispore.train",
     "save_checkpoint": "minispore.train.serialization",
     "load_checkpoint": "minispore.train.serialization",
     "load_param_into_net": "minispore.train.serialization",

@@ -1,8 +1,10 @@
 """grad / value_and_grad / GradOperation / vjp / jvp with MindSpore's semantics.
 
-* `grad_position`: int -> one gradient, tuple -> a tuple, None -> no input gradients.
-* `weights`: Parameters (e.g. `net.trainable_params()`) -> a tuple of their gradients.
-  With both: `(input_grads, weight_grads)`.
+* `grad_position`: int or a tuple of one -> one bare gradient (MindSpore unwraps `(0,)`), a longer
+  tuple -> a tuple, None -> no input gradients. Lists and negative positions are refused.
+* `weights`: Parameters (e.g. `net.trainable_params()`) -> a tuple of their gradients; one bare
+  Parameter -> its gradient alone. With both: `(input_grads, weight_grads)`.
+* Each gradient has the dtype of what it differentiates (an Int32 input gets an Int32 gradient).
 * Several outputs without `has_aux`: the gradient of their sum.
   With `has_aux=True` only output 0 is differentiated; `grad` returns `(grads, aux)` and
   `value_and_grad` returns `((out0, *aux), grads)`.
@@ -21,17 +23,21 @@ from . import tape
 
 
 def _positions(grad_position, nargs):
+    """The input positions to differentiate: an int or a tuple of ints (MindSpore refuses lists and
+    negative positions), each naming one of the `nargs` inputs."""
     if grad_position is None:
         return ()
-    single = isinstance(grad_position, numbers.Integral)
-    pos = (grad_position,) if single else tuple(grad_position)
+    single = isinstance(grad_position, numbers.Integral) and not isinstance(grad_position, bool)
+    if not single and not isinstance(grad_position, tuple):
+        raise OpTypeError("grad", "'grad_position' as an int, a tuple of ints, or None", repr(grad_position))
+    pos = (grad_position,) if single else grad_position
     for p in pos:
         if not isinstance(p, numbers.Integral) or isinstance(p, bool):
             raise OpTypeError("grad", "'grad_position' as an int, a tuple of ints, or None", repr(grad_position))
-        if not -nargs <= p < nargs:
-            raise OpValueError("grad", f"'grad_position' in [{-nargs}, {nargs}) for {nargs} inputs",
+        if not 0 <= p < nargs:
+            raise OpValueError("grad", f"'grad_position' entries in [0, {nargs}) for {nargs} inputs",
                                repr(grad_position))
-    return tuple(p % nargs for p in pos)
+    return tuple(int(p) for p in pos)
 
 
 def _weights_list(weights):
@@ -61,6 +67,11 @@ def _ones_like(t):
     return F.ones_like(t)
 
 
+def _cast(t, dtype):
+    from ..ops import functional as F
+    return F.cast(t, dtype)
+
+
 def _zeros_like(t):
     from ..ops import functional as F
     return F.zeros_like(t)
@@ -82,21 +93,27 @@ def _compute(fn, args, kwargs, grad_position, weights, has_aux, sens_param):
             raise OpTypeError("grad", f"input {p} (a grad_position) to be a Tensor", type(args[p]).__name__)
 
     grad_state.depth += 1
-    saved_nodes = [w._node for w in ws]
+    # The tensors themselves become the leaves (their old nodes are put back afterwards), as in
+    # MindSpore: every use of the same object counts, including one captured by fn from outside,
+    # and an object passed at two positions gets the whole gradient at both.
+    saved = []                          # (tensor, its node before this call), restored in finally
+    leaf_of = {}                        # id(tensor) -> its leaf node in this call
+    Node, make_leaf_node = tape.Node, tape.make_leaf_node
+
+    def leaf(t):
+        n = leaf_of.get(id(t))
+        if n is None:
+            # (a plain leaf unless an outer gradient tracks t: then make_leaf_node links the two)
+            n = Node(None, (), {}, t, ()) if t._node is None else make_leaf_node(t, t)
+            saved.append((t, t._node))
+            t._node = n
+            leaf_of[id(t)] = n
+        return n
+
     backward_done = False
     try:
-        input_leaves = []
-        for p in positions:
-            leaf = tape.make_leaf(args[p])
-            args[p] = leaf
-            input_leaves.append(leaf._node)
-        weight_leaves = []
-        Node, make_leaf_node = tape.Node, tape.make_leaf_node
-        for w in ws:
-            # (a plain leaf unless an outer gradient tracks w: then make_leaf_node links the two)
-            n = Node(None, (), {}, w, ()) if w._node is None else make_leaf_node(w, w)
-            w._node = n
-            weight_leaves.append(n)
+        input_leaves = [leaf(args[p]) for p in positions]
+        weight_leaves = [leaf(w) for w in ws]
 
         out = fn(*args, **kwargs)
 
@@ -122,30 +139,33 @@ def _compute(fn, args, kwargs, grad_position, weights, has_aux, sens_param):
     finally:
         if not backward_done:
             grad_state.depth -= 1
-        for w, n in zip(ws, saved_nodes):
-            w._node = n
+        for t, n in reversed(saved):
+            t._node = n
     if grad_state.depth == 0:
         tape.release(order)
 
     originals = [args[p] for p in positions] + ws
-    grads = [g if g is not None else _zeros_like(x) for g, x in zip(grads, originals)]
+    # a gradient has its input's dtype (MindSpore: d(sum(int32 x))/dx is Int32, not the sum's Int64)
+    grads = [_zeros_like(x) if g is None else g if g.dtype is x.dtype else _cast(g, x.dtype)
+             for g, x in zip(grads, originals)]
     if grad_state.depth == 0:
         out = _detach(out)
     return out, grads[:len(positions)], grads[len(positions):], positions
 
 
-def _format(grad_position, positions, in_grads, ws, w_grads, return_ids):
+def _format(grad_position, positions, in_grads, weights, w_grads, return_ids):
+    """MindSpore's return structure: one input gradient bare (an int position, or a tuple of one),
+    several as a tuple; likewise one Parameter as `weights` gives its gradient bare, a list or
+    ParameterTuple gives a tuple; with both, `(input_grads, weight_grads)`."""
+    ws = _weights_list(weights)
     if return_ids:
         in_grads = [(p, g) for p, g in zip(positions, in_grads)]
         w_grads = [(w.name if isinstance(w, Parameter) else i, g) for i, (w, g) in enumerate(zip(ws, w_grads))]
-    if isinstance(grad_position, numbers.Integral):
-        ig = in_grads[0]
-    else:
-        ig = tuple(in_grads)
-    if ws:
-        wg = tuple(w_grads)
-        return wg if grad_position is None else (ig, wg)
-    return ig
+    ig = in_grads[0] if len(positions) == 1 else tuple(in_grads)
+    if weights is None:
+        return ig
+    wg = w_grads[0] if isinstance(weights, Parameter) else tuple(w_grads)
+    return wg if grad_position is None else (ig, wg)
 
 
 def grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=False, sens_param=False):
@@ -157,7 +177,7 @@ def grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=False, sen
     @functools.wraps(fn)
     def grad_fn(*args, **kwargs):
         out, ig, wg, pos = _compute(fn, args, kwargs, grad_position, weights, has_aux, sens_param)
-        g = _format(grad_position, pos, ig, _weights_list(weights), wg, return_ids)
+        g = _format(grad_position, pos, ig, weights, wg, return_ids)
         if has_aux:
             return g, tuple(out[1:])
         return g
@@ -174,7 +194,7 @@ def value_and_grad(fn, grad_position=0, weights=None, has_aux=False, return_ids=
     @functools.wraps(fn)
     def value_and_grad_fn(*args, **kwargs):
         out, ig, wg, pos = _compute(fn, args, kwargs, grad_position, weights, has_aux, sens_param)
-        return out, _format(grad_position, pos, ig, _weights_list(weights), wg, return_ids)
+        return out, _format(grad_position, pos, ig, weights, wg, return_ids)
 
     return value_and_grad_fn
 

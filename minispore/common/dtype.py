@@ -49,20 +49,26 @@ float16 = DType("Float16", np.float16, "float", 6)
 bfloat16 = DType("BFloat16", ml_dtypes.bfloat16, "float", 6)
 float32 = DType("Float32", np.float32, "float", 7)
 float64 = DType("Float64", np.float64, "float", 8)
+# The wide unsigned types sit outside the lattice: MindSpore converts them implicitly only with
+# Bool and with themselves (UInt16 + Int32 is a TypeError), so their rank is never compared.
+uint16 = DType("UInt16", np.uint16, "uint", -1)
+uint32 = DType("UInt32", np.uint32, "uint", -1)
+uint64 = DType("UInt64", np.uint64, "uint", -1)
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
-INT_DTYPES = (uint8, int8, int16, int32, int64)
+INT_DTYPES = (uint8, uint16, uint32, uint64, int8, int16, int32, int64)
+_WIDE_UNSIGNED = frozenset((uint16, uint32, uint64))
 
 # aliases MindSpore also exports
 half, single, double = float16, float32, float64
 
 _PY_NAMES = {d.name: n for n, d in {
-    "bool_": bool_, "uint8": uint8, "int8": int8, "int16": int16, "int32": int32, "int64": int64,
+    "bool_": bool_, "uint8": uint8, "uint16": uint16, "uint32": uint32, "uint64": uint64,
+    "int8": int8, "int16": int16, "int32": int32, "int64": int64,
     "float16": float16, "bfloat16": bfloat16, "float32": float32, "float64": float64}.items()}
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NP = {d.np: d for d in ALL_DTYPES}
-_BY_NP[np.dtype(np.uint16)] = int32     # (only used for exotic NumPy input; see from_numpy_dtype)
 
 
 def dtype_from_name(name: str) -> DType:
@@ -72,7 +78,7 @@ def dtype_from_name(name: str) -> DType:
 def from_numpy_dtype(np_dtype) -> DType:
     """The minispore dtype stored as `np_dtype`. Raises TypeError for unsupported NumPy dtypes."""
     d = _BY_NP.get(np.dtype(np_dtype))
-    if d is None or d.np != np.dtype(np_dtype):
+    if d is None:
         from .errors import OpTypeError
         raise OpTypeError("Tensor", "a NumPy dtype minispore supports "
                           f"({', '.join(str(x) for x in ALL_DTYPES)})", f"numpy dtype {np.dtype(np_dtype)}")
@@ -103,14 +109,24 @@ def as_dtype(x) -> DType:
     raise OpTypeError("dtype", "a minispore dtype such as ms.float32", repr(x)[:80])
 
 
-def promote(a: DType, b: DType) -> DType:
-    """The one promotion table (MindSpore's, for the types minispore keeps).
+def promote(a: DType, b: DType, op: str = "implicit type conversion") -> DType:
+    """The one promotion table (MindSpore 2.10's).
 
     bool < uint8 < int8 < int16 < int32 < int64 < {float16, bfloat16} < float32 < float64;
-    uint8 with int8 gives int16; float16 with bfloat16 gives float32.
+    uint8 with int8 gives int16; float16 with bfloat16 gives float32. UInt16/UInt32/UInt64 convert
+    only with Bool (and themselves): any other pair raises, as in MindSpore, rather than computing
+    in one type and reporting another.
     """
     if a is b:
         return a
+    if a in _WIDE_UNSIGNED or b in _WIDE_UNSIGNED:
+        if a is bool_:
+            return b
+        if b is bool_:
+            return a
+        from .errors import OpTypeError
+        raise OpTypeError(op, "dtypes MindSpore converts implicitly (UInt16/UInt32/UInt64 mix only with "
+                          "Bool or themselves; cast one operand first)", f"{a} and {b}")
     if {a, b} == {float16, bfloat16}:
         return float32
     if {a, b} == {uint8, int8}:

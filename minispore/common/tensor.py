@@ -19,43 +19,87 @@ from . import dtype as mstype
 from .errors import OpTypeError, OpValueError
 
 
-def _to_array(data, dtype):
-    """Convert user data to an ndarray with MindSpore's default dtype inference."""
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
+
+
+def _check_int_range(lo, hi, d, shown):
+    """Python ints stored as integer dtype `d` must fit: MindSpore silently wraps (300 as UInt8
+    becomes 44), which hides bugs, so minispore refuses instead (a deliberate difference)."""
+    if d.kind in ("int", "uint"):
+        info = np.iinfo(d.np)
+        if lo < info.min or hi > info.max:
+            raise OpValueError("Tensor", f"integers in the range of {d} [{info.min}, {info.max}]", shown)
+
+
+def _python_int_array(value, dtype):
+    """A Python int: Int64 by default, UInt64 if it only fits there (as MindSpore), else an error."""
+    if dtype is not None:
+        d = mstype.as_dtype(dtype)
+        _check_int_range(value, value, d, repr(value))
+        return np.asarray(value, dtype=d.np)
+    if _INT64_MIN <= value <= _INT64_MAX:
+        return np.asarray(value, dtype=np.int64)
+    if 0 <= value <= _UINT64_MAX:
+        return np.asarray(value, dtype=np.uint64)
+    raise OpValueError("Tensor", f"an int in [{_INT64_MIN}, {_UINT64_MAX}] (the Int64/UInt64 range)", repr(value))
+
+
+def _sequence_array(data, dtype):
+    """A (nested) list/tuple of Python numbers or Tensors, with MindSpore's default dtypes."""
+    try:
+        arr = np.asarray([x.asnumpy() if isinstance(x, Tensor) else x for x in data])
+    except ValueError as e:
+        raise OpValueError("Tensor", "a rectangular nested list of numbers", f"ragged data ({e})") from None
+    except OverflowError:
+        arr = np.asarray(data, dtype=object)
+    if arr.dtype == object:
+        raise OpValueError("Tensor", f"numbers; ints in [{_INT64_MIN}, {_UINT64_MAX}]",
+                           f"{str(data)[:60]} (not representable as one numeric dtype)")
+    if arr.dtype.kind in "iu" and arr.size:
+        if dtype is not None:
+            _check_int_range(int(arr.min()), int(arr.max()), mstype.as_dtype(dtype), f"{str(data)[:60]}")
+        elif arr.dtype != np.uint64:          # ints beyond Int64 made NumPy pick UInt64: keep it
+            arr = arr.astype(np.int64)
+    elif arr.dtype == np.float64 and dtype is None:
+        arr = arr.astype(np.float32)       # Python floats default to float32, as in MindSpore
+    return arr
+
+
+def _to_array(data, dtype, copy=True):
+    """Convert user data to an ndarray with MindSpore's default dtype inference.
+
+    A NumPy array is copied (MindSpore's `Tensor(ndarray)` owns its storage, so writing into the
+    tensor never changes the caller's array); `copy=False` shares it where the dtype allows
+    (`from_numpy`). A Tensor's storage is shared, as MindSpore's `Tensor(tensor)` does.
+    """
     if isinstance(data, Tensor):
         arr = data._data
+        copy = False
     elif isinstance(data, np.ndarray):
         arr = data
     elif isinstance(data, np.generic):         # NumPy scalars keep their dtype (np.float64 -> Float64)
-        arr = np.asarray(data)
+        arr, copy = np.asarray(data), False
     elif isinstance(data, (bool, np.bool_)):
-        arr = np.asarray(data, dtype=np.bool_)
+        arr, copy = np.asarray(data, dtype=np.bool_), False
     elif isinstance(data, numbers.Integral):
-        arr = np.asarray(data, dtype=np.int64)
+        arr, copy = _python_int_array(int(data), dtype), False
     elif isinstance(data, numbers.Real):
-        arr = np.asarray(data, dtype=np.float32)
+        arr, copy = np.asarray(data, dtype=np.float32), False
     elif isinstance(data, (list, tuple)):
-        try:
-            arr = np.asarray([x.asnumpy() if isinstance(x, Tensor) else x for x in data])
-        except ValueError as e:
-            raise OpValueError("Tensor", "a rectangular nested list of numbers", f"ragged data ({e})") from None
-        if arr.dtype == np.float64 and dtype is None:
-            arr = arr.astype(np.float32)       # Python floats default to float32, as in MindSpore
-        elif arr.dtype.kind in "iu" and dtype is None:
-            arr = arr.astype(np.int64)
-    elif isinstance(data, np.generic):
-        arr = np.asarray(data)
+        arr, copy = _sequence_array(data, dtype), False
     else:
         raise OpTypeError("Tensor", "a Tensor, ndarray, list, tuple, or Python/NumPy scalar",
                           type(data).__name__)
-    if arr.dtype.kind not in "biuf" and arr.dtype != mstype.bfloat16.np:
-        raise OpTypeError("Tensor", "numeric or bool data", f"numpy dtype {arr.dtype}")
+    if arr.dtype not in mstype._BY_NP:
+        if arr.dtype.kind not in "biuf":
+            raise OpTypeError("Tensor", "numeric or bool data "
+                              f"({', '.join(str(x) for x in mstype.ALL_DTYPES)})", f"numpy dtype {arr.dtype}")
+        arr, copy = arr.astype(mstype.float32.np if arr.dtype.kind == "f" else mstype.int64.np), False
     if dtype is not None:
         d = mstype.as_dtype(dtype)
         if arr.dtype != d.np:
-            arr = arr.astype(d.np)
-    elif arr.dtype not in mstype._BY_NP:
-        arr = arr.astype(mstype.float32.np if arr.dtype.kind == "f" else mstype.int64.np)
-    return arr
+            return arr.astype(d.np)               # (astype always makes a new array)
+    return np.array(arr, order="C", copy=True) if copy else arr
 
 
 class Tensor:
@@ -63,7 +107,9 @@ class Tensor:
 
     `Tensor(input_data=None, dtype=None, shape=None, init=None, const_arg=False, device=None)`
     follows MindSpore: `Tensor([1, 2])` is Int64, `Tensor([1.0])` and `Tensor(1.0)` are Float32,
-    `Tensor(np.ones(2))` keeps Float64. NumPy arrays are taken without copying.
+    `Tensor(np.ones(2))` keeps Float64. A NumPy array is copied (use `ms.from_numpy` to share
+    it); a Tensor argument shares its storage. minispore's own code builds result tensors with
+    `_wrap` (no copy, no checks), so the copy here never sits on the per-op path.
     """
 
     __slots__ = ("_data", "_node", "_version", "__weakref__")
@@ -195,9 +241,33 @@ class Tensor:
     def copy(self) -> "Tensor":
         return _wrap(self._data.copy())
 
+    def init_data(self, slice_index=None, shape=None, opt_shard_group=None) -> "Tensor":
+        """MindSpore's lazily initialized tensors materialize here; minispore's `Tensor(shape=...,
+        init=...)` already holds its values, so this returns the tensor itself."""
+        return self
+
     def set_dtype(self, dtype):
         self._data = self._data.astype(mstype.as_dtype(dtype).np)
         return self
+
+
+def tensor(input_data=None, dtype=None, shape=None, init=None, const_arg=False, device=None) -> Tensor:
+    """`ms.tensor(...)`: MindSpore 2.x's function spelling of `Tensor(...)` (same arguments, copies
+    NumPy input the same way)."""
+    return Tensor(input_data, dtype, shape, init, const_arg, device)
+
+
+def from_numpy(array) -> Tensor:
+    """`ms.from_numpy(array)`: a Tensor that SHARES `array`'s memory (writes show on both sides).
+
+    A non-contiguous array is made contiguous first (then it is a copy), as in MindSpore.
+    """
+    if not isinstance(array, np.ndarray):
+        raise OpTypeError("from_numpy", "a NumPy array", type(array).__name__)
+    if array.dtype not in mstype._BY_NP:
+        raise OpTypeError("from_numpy", "a NumPy array of a dtype minispore supports "
+                          f"({', '.join(str(x) for x in mstype.ALL_DTYPES)})", f"numpy dtype {array.dtype}")
+    return _wrap(array if array.flags.c_contiguous else np.ascontiguousarray(array))
 
 
 def _wrap(arr: np.ndarray) -> Tensor:

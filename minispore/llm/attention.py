@@ -34,7 +34,7 @@ import functools
 import numpy as np
 
 from ..common.errors import OpValueError
-from ..common.tensor import Tensor
+from ..common.tensor import from_numpy
 from ..ops import functional as F
 
 
@@ -75,7 +75,7 @@ def naive_attention(q, k, v, causal=True, discard=None, dropout=None):
     scores = F.matmul(q, F.transpose(k, (0, 1, 3, 2)))          # (B, H, T, S)
     mask = additive_mask(t, s, q.dtype.np, causal, discard)
     if mask is not None:
-        scores = scores + Tensor(mask)
+        scores = scores + from_numpy(mask)           # (an internal constant: no copy)
     probs = F.softmax(scores, -1)
     if dropout is not None:
         probs = dropout(probs)
@@ -110,7 +110,7 @@ def flash_attention(q, k, v, causal=True, discard=None, dropout=None):
         mask = np.asarray(discard, dtype=bool)
         if causal and t > 1:
             mask = mask | causal_discard(t, s)
-        mask = Tensor(np.ascontiguousarray(np.broadcast_to(mask, (b, 1, t, s))).astype(np.uint8))
+        mask = from_numpy(np.ascontiguousarray(np.broadcast_to(mask, (b, 1, t, s))).astype(np.uint8))
     keep_prob = 1.0
     if dropout is not None and dropout.training and dropout.p > 0:
         keep_prob = 1.0 - dropout.p

@@ -31,7 +31,7 @@ import numpy as np
 from .. import nn
 from ..common.errors import OpTypeError, OpValueError
 from ..common.initializer import Normal
-from ..common.tensor import Tensor
+from ..common.tensor import Tensor, from_numpy
 from ..ops import functional as F
 from .attention import get_attention, naive_attention, repeat_kv
 from .config import LlamaConfig
@@ -232,8 +232,9 @@ class Llama(nn.Cell):
             pos = slice(int(positions), int(positions) + seq)       # every row at the same positions
         else:
             pos = positions                                          # (B, T): tables become (B, T, 1, hd)
-        rope_q = (Tensor(cos_q[pos]), Tensor(sin_q[pos]))
-        rope_k = (Tensor(cos[pos]), Tensor(sin[pos]))
+        # read-only views/gathers of the cached tables: from_numpy, not Tensor() (which would copy each step)
+        rope_q = (from_numpy(cos_q[pos]), from_numpy(sin_q[pos]))
+        rope_k = (from_numpy(cos[pos]), from_numpy(sin[pos]))
         h = F.reshape(self.dropout(h), (batch * seq, self.config.dim))
         for i, layer in enumerate(self.layers):
             h = layer(h, batch, rope_q, rope_k, cache.layers[i] if cache is not None else None)

@@ -54,9 +54,10 @@ def test_cast_truncates_toward_zero():
     assert t.tolist() == [-2, 0, 0, 2]
 
 
-def test_metadata_and_asnumpy_shares_memory():
+def test_metadata_and_from_numpy_shares_memory():
+    # (MindSpore: Tensor(ndarray) copies, ms.from_numpy shares; see tests/common/test_tensor_fidelity.py)
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    t = Tensor(a)
+    t = ms.from_numpy(a)
     assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and t.dtype is ms.float32
     a[0, 0] = 42
     assert t.asnumpy()[0, 0] == 42

@@ -152,7 +152,9 @@ def test_paged_bad_input():
                            None, Tensor(np.array([0, 1])))
     assert "slot_mapping" in _bad(OpValueError, ops.reshape_and_cache, k, None, kc, None,
                                   Tensor(np.array([0, 1, 2])))
-    ro = Tensor(np.broadcast_to(np.zeros(1), (4, 2, 1, 2)))
+    ro_buf = np.zeros((4, 2, 1, 2))
+    ro_buf.flags.writeable = False
+    ro = ms.from_numpy(ro_buf)                       # shares the read-only buffer (Tensor() would copy it)
     assert "writable" in _bad(OpValueError, ops.reshape_and_cache, k, None, ro, None, Tensor(np.array([0, 1])))
     tracked = Tensor(np.zeros((4, 2, 1, 2)))
     with pytest.raises(MinisporeRuntimeError):

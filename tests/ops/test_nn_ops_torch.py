@@ -21,6 +21,10 @@ def _t(a, grad=False):
     return t.requires_grad_(True) if grad else t
 
 
+def _as_tuple(g):
+    return g if isinstance(g, tuple) else (g,)      # (one grad_position's gradient comes back bare)
+
+
 def _close(got, want, rtol=1e-9, atol=1e-10, what=""):
     np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want.detach().numpy(), rtol=rtol, atol=atol,
                                err_msg=what)
@@ -42,7 +46,7 @@ def compare(ms_fn, torch_fn, arrays, wrt, seed=0, second_order=False, rtol=1e-9,
     def ms_scalar(*ts):
         return (ms_fn(*ts) * Tensor(cot)).sum()
 
-    g_ms = ms.grad(ms_scalar, grad_position=tuple(wrt))(*[Tensor(a) for a in arrays])
+    g_ms = _as_tuple(ms.grad(ms_scalar, grad_position=tuple(wrt))(*[Tensor(a) for a in arrays]))
     g_t = torch.autograd.grad((torch_fn(*tin) * _t(cot)).sum(), [tin[i] for i in wrt], create_graph=second_order)
     for i, (a, b) in enumerate(zip(g_ms, g_t)):
         _close(a.asnumpy(), b, rtol, atol, f"gradient of input {wrt[i]}")
@@ -51,14 +55,14 @@ def compare(ms_fn, torch_fn, arrays, wrt, seed=0, second_order=False, rtol=1e-9,
     dirs = [rng.standard_normal(arrays[i].shape) for i in wrt]
 
     def ms_inner(*ts):
-        gs = ms.grad(ms_scalar, grad_position=tuple(wrt))(*ts)
+        gs = _as_tuple(ms.grad(ms_scalar, grad_position=tuple(wrt))(*ts))
         total = None
         for g, d in zip(gs, dirs):
             term = (g * Tensor(d)).sum()
             total = term if total is None else total + term
         return total
 
-    gg_ms = ms.grad(ms_inner, grad_position=tuple(wrt))(*[Tensor(a) for a in arrays])
+    gg_ms = _as_tuple(ms.grad(ms_inner, grad_position=tuple(wrt))(*[Tensor(a) for a in arrays]))
     inner_t = sum((g * _t(d)).sum() for g, d in zip(g_t, dirs))
     gg_t = torch.autograd.grad(inner_t, [tin[i] for i in wrt], allow_unused=True)
     for i, (a, b) in enumerate(zip(gg_ms, gg_t)):

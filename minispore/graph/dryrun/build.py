@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...common.errors import OpTypeError, OpValueError
-from ...common.tensor import Parameter, Tensor
+from ...common.tensor import Parameter, Tensor, _wrap
 from ...ops.primitive import Primitive
 from ..capture.trace import CaptureError, TraceSession, _where, user_source
 from .abstract import abstract_array, as_abstract, is_abstract
@@ -120,7 +120,8 @@ def _name_of(fn):
 def _optimizer_state(w, prefix):
     arr = (abstract_array(w.shape, w.dtype) if is_abstract(w._data)
            else np.zeros(w.shape, dtype=w.dtype.np))
-    return Parameter(arr, name=f"{prefix}.{w.name}", requires_grad=False)
+    # (_wrap: Parameter(ndarray) copies, which would materialize the zero-stride abstract array)
+    return Parameter(_wrap(arr), name=f"{prefix}.{w.name}", requires_grad=False)
 
 
 def capture(fn, args, *, train=False, weights=None, optimizer="adamw", learning_rate=1e-3,
