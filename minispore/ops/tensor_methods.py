@@ -405,6 +405,10 @@ def _extreme(name, values_fn, pair_fn):
         if b.get("return_indices"):
             values, indices = pair_fn(self, axis, keepdims, initial=b.get("initial"), where=b.get("where"))
             return values, _as_int64(indices)
+        if _is_int(axis) and b.get("initial") is None and b.get("where") is None:
+            # MindSpore reduces one int axis with ArgMaxWithValue: at ties the whole gradient goes to
+            # the first extreme (a reduction over all axes, or a tuple, shares it like amax does)
+            return pair_fn(self, axis, keepdims)[0]
         return values_fn(self, axis, keepdims, initial=b.get("initial"), where=b.get("where"))
     method.__name__ = name
     return method
