@@ -125,10 +125,14 @@ def primitive_of(info: OpInfo) -> str:
 def parity_cases(backend, ops=None, dtypes=None, grads: bool = True) -> list:
     """The cases `check_backend_parity` runs for `backend` (a Backend)."""
     wanted = None if ops is None else set(ops)
+    # a requested name that is an OpInfo's name selects that entry only; any other name selects the
+    # entries built on that primitive (composites such as deg2rad name `mul` as their primitive, and
+    # must not ride along when `mul` itself is asked for)
+    by_prim = None if wanted is None else wanted - {info.name for info in OP_DB}
     dts = None if dtypes is None else {mstype.as_dtype(d) for d in dtypes}
     cases = []
     for info in OP_DB:
-        if wanted is not None and info.name not in wanted and primitive_of(info) not in wanted:
+        if wanted is not None and info.name not in wanted and primitive_of(info) not in by_prim:
             continue
         if not backend.implements(primitive_of(info)):
             continue
