@@ -73,6 +73,7 @@ _SAME_NAME = ["abs", "exp", "log", "sqrt", "rsqrt", "square", "sin", "cos", "erf
               "fliplr", "flipud", "hardshrink", "softsign", "logit", "nan_to_num", "bincount",
               "searchsorted", "float_power", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
               "fmax", "fmin", "hypot", "logaddexp", "copysign", "tensor_split", "hsplit", "vsplit"]
+_SAME_NAME += ["acosh", "addmv", "addr", "aminmax", "arccos", "arccosh", "arcsin", "arcsinh", "arctan", "arctanh", "argwhere", "asinh", "atanh", "baddbmm", "bitwise_left_shift", "bitwise_right_shift", "cholesky", "cholesky_inverse", "cholesky_solve", "cross", "deg2rad", "det", "diagflat", "diff", "digamma", "dsplit", "erfinv", "gather_elements", "gather_nd", "gcd", "ger", "heaviside", "i0", "igamma", "igammac", "inverse", "invert", "is_complex", "is_floating_point", "isneginf", "isposinf", "lcm", "ldexp", "lgamma", "logaddexp2", "logcumsumexp", "logdet", "lstsq", "matrix_power", "nanmean", "positive", "qr", "rad2deg", "reverse", "sgn", "signbit", "sinc", "slogdet", "soft_shrink", "svd", "xdivy"]   # the linalg / special / bitwise long tail
 
 
 # -- overload matching (MindSpore's rule: the first signature that fits the call wins) -------------
@@ -600,6 +601,16 @@ def _fill_(self, value):
     return self
 
 
+def _inplace(name, method):
+    """`x.add_(y)` is `x.add(y)` written back into `x` (one recorded write: the version bumps, and a
+    gradient through the old value is refused as for any in-place write). Returns `x`."""
+    def fn(self, *args, **kwargs):
+        F.setitem(self, Ellipsis, method(self, *args, **kwargs))
+        return self
+    fn.__name__ = name
+    return fn
+
+
 def _zero_(self):
     F.setitem(self, Ellipsis, 0)
     return self
@@ -657,6 +668,13 @@ def attach():
     }
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
+    for base in ("add", "sub", "mul", "div", "clamp", "masked_fill", "exp", "log", "sigmoid", "tanh", "floor",
+                 "sign", "remainder", "floor_divide", "erfinv", "abs", "neg", "sqrt", "pow"):
+        if hasattr(Tensor, base):
+            setattr(Tensor, base + "_", _inplace(base + "_", getattr(Tensor, base)))
+    Tensor.copy_ = lambda self, src: _fill_(self, src)
+    Tensor.type_as = lambda self, other: F.cast(self, other.dtype)
+    Tensor.reshape_as = lambda self, other: F.reshape(self, other.shape)
     Tensor.T = property(lambda self: F.transpose(self, tuple(range(self.ndim - 1, -1, -1))))
     Tensor.mT = property(_mT)
     Tensor.H = property(_H)

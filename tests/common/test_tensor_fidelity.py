@@ -260,3 +260,21 @@ def test_bad_call_forms_name_the_method():
                 lambda: t().argmax(axis=None, keepdims=True)):
         with pytest.raises(OpTypeError, match="Tensor."):
             bad()
+
+
+def test_inplace_methods_write_back_and_bump_the_version():
+    x = ms.Tensor(np.array([[1.0, -2.0], [3.0, 4.0]], np.float32))
+    v0 = x._version
+    assert x.add_(1) is x and x._version > v0
+    np.testing.assert_allclose(x.asnumpy(), [[2.0, -1.0], [4.0, 5.0]])
+    x.mul_(2).clamp_(-1, 6)
+    np.testing.assert_allclose(x.asnumpy(), [[4.0, -1.0], [6.0, 6.0]])
+    assert x.dtype == ms.float32 and x.type_as(ms.Tensor([1])).dtype == ms.int64
+    assert x.reshape_as(ms.Tensor(np.zeros(4, np.float32))).shape == (4,)
+
+
+def test_long_tail_methods_are_the_functional_ops():
+    a = ms.Tensor(np.array([[2.0, 1.0], [1.0, 3.0]], np.float32))
+    np.testing.assert_allclose(a.det().asnumpy(), 5.0, rtol=1e-6)
+    np.testing.assert_allclose(a.inverse().asnumpy(), np.linalg.inv(a.asnumpy()), rtol=1e-5)
+    np.testing.assert_array_equal(ms.Tensor(np.array([-0.5, 0.0, 2.0], np.float32)).sgn().asnumpy(), [-1, 0, 1])
