@@ -47,6 +47,11 @@ _LAZY = {
     "save_checkpoint": "minispore.train.serialization",
     "load_checkpoint": "minispore.train.serialization",
     "load_param_into_net": "minispore.train.serialization",
+    "context": "minispore.context",                 # `from mindspore import context`
+    "ParallelMode": "minispore.context",
+    "set_auto_parallel_context": "minispore.context",
+    "get_auto_parallel_context": "minispore.context",
+    "reset_auto_parallel_context": "minispore.context",
 }
 
 

@@ -84,6 +84,9 @@ class Cell:
         d["_params_list"] = Registry()        # attribute name -> ParameterTuple registered as a whole
         d["_auto_prefix"] = bool(auto_prefix)
         d["training"] = False
+        # MindSpore's compile-phase label (`phase`). Named _jit*: the layer-state guard skips such
+        # keys, since minispore's graphs do not depend on the label (set_train must not recompile)
+        d["_jit_phase"] = "train"
         d["requires_grad"] = False
         d["_mp_dtype"] = None                 # set by to_float(): cast float inputs/params to it
         d["_casting"] = False                 # True while construct runs under to_float
@@ -302,11 +305,26 @@ class Cell:
 
     # -- modes ----------------------------------------------------------------------------------
     def set_train(self, mode=True):
-        """Training mode on (Dropout active) or off, for this cell and all descendants."""
+        """Training mode on (Dropout active) or off, for this cell and all descendants. Also sets
+        this cell's `phase` to 'train' / 'predict' (MindSpore: only on the cell called, not on its
+        descendants)."""
         touch()
         for _, cell in self.cells_and_names():
             cell.__dict__["training"] = bool(mode)
+        self.__dict__["_jit_phase"] = "train" if mode else "predict"
         return self
+
+    @property
+    def phase(self):
+        """MindSpore's compile-phase label: 'train' for a new cell, 'predict' after
+        `set_train(False)`; `Model` sets 'train' / 'eval'. minispore's jit does not key on it."""
+        return self.__dict__.get("_jit_phase", "train")
+
+    @phase.setter
+    def phase(self, value):
+        if not isinstance(value, str):
+            raise OpTypeError("Cell", "the property 'phase' to be a str", type(value).__name__)
+        self.__dict__["_jit_phase"] = value
 
     def set_grad(self, requires_grad=True):
         """Kept for MindSpore compatibility. In minispore a gradient is recorded only while

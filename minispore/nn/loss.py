@@ -57,6 +57,17 @@ def _tensors(cell, **named):
         _checks.tensor_input(cell, t, name)
 
 
+def _broadcastable(cell, a_name, a, b_name, b):
+    """Reject prediction/target shapes that do not broadcast, naming the cell. A plain shape check
+    (no try/except around the computation), so `jit` captures the construct that calls it."""
+    sa, sb = tuple(a.shape), tuple(b.shape)
+    if sa == sb:
+        return
+    for x, y in zip(reversed(sa), reversed(sb)):
+        if x != y and x != 1 and y != 1:
+            raise OpValueError(cell, f"{a_name} and {b_name} whose shapes broadcast", f"{sa} and {sb}")
+
+
 def _optional_weight(cell, name, weight, dtypes=None):
     if weight is None:
         return None
@@ -74,11 +85,8 @@ class MSELoss(LossBase):
 
     def construct(self, logits, labels):
         _tensors("MSELoss", logits=logits, labels=labels)
-        try:
-            return self.get_loss(F.square(logits - labels))
-        except OpValueError as e:
-            raise OpValueError("MSELoss", "logits and labels whose shapes broadcast",
-                               f"{tuple(logits.shape)} and {tuple(labels.shape)}") from e
+        _broadcastable("MSELoss", "logits", logits, "labels", labels)
+        return self.get_loss(F.square(logits - labels))
 
 
 class RMSELoss(LossBase):

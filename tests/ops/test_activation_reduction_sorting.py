@@ -19,13 +19,15 @@ def _t(a):
 # index dtypes and tie rules (MindSpore: ArgMaxWithValue / Sort / TopK give Int32, Argmax Int64)
 def test_index_dtypes_follow_mindspore():
     x = _t(np.arange(12.0).reshape(3, 4))
-    assert ops.max(x, 1)[1].dtype is ms.int32
-    assert ops.min(x)[1].dtype is ms.int32
+    assert ops.max(x, 1)[1].dtype is ms.int64          # MindSpore 2.10
+    assert ops.min(x)[1].dtype is ms.int64
     assert ops.sort(x)[1].dtype is ms.int32
     assert ops.argsort(x).dtype is ms.int32
     assert ops.topk(x, 2)[1].dtype is ms.int32
     assert ops.argmax(x).dtype is ms.int64
-    assert ops.argmin(x, 0).dtype is ms.int64
+    assert ops.argmin(x, 0).dtype is ms.int32          # MindSpore 2.10: P.Argmin's default
+    assert ops.argmin(x).dtype is ms.int32
+    assert ops.argmin(_t(3.0)).dtype is ms.int64       # 0-d: MindSpore returns Tensor(0)
 
 
 def test_max_without_axis_gives_0d_value_and_flat_index():

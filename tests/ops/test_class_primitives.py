@@ -448,8 +448,10 @@ def test_assign_writes_into_the_parameter():
     r = ops.Assign()(p, T(np.array([1, 2, 3], np.int32)))
     assert r is p and p.asnumpy().tolist() == [1.0, 2.0, 3.0] and p.dtype == ms.float32
     ops.AssignAdd()(p, T(np.ones(3, np.float32)))
-    ops.AssignSub()(p, 0.5)
+    ops.AssignSub()(p, T(np.full(3, 0.5, np.float32)))
     assert p.asnumpy().tolist() == [1.5, 2.5, 3.5]
+    with pytest.raises(OpValueError, match="AssignSub"):      # MindSpore: a scalar only for a 0-d variable
+        ops.AssignSub()(p, 0.5)
     with pytest.raises(OpTypeError, match="Assign"):
         ops.Assign()(T(np.zeros(3, np.float32)), T(np.ones(3, np.float32)))
     with pytest.raises(OpValueError, match="Assign"):

@@ -6,13 +6,16 @@ defines one), then math_ops / array_ops / nn_ops (thin classes over the registry
 other_ops (side effects: Assign, Print) and custom_ops (`Custom`, a Python function as an op).
 Every class reaches the registry primitive that defines its op; none defines an op again.
 """
-from . import array_ops, custom_ops, math_ops, nn_ops, other_ops
+from . import array_ops, conv_pool_ops, custom_ops, math_ops, nn_ops, other_ops, random_ops
 from .array_ops import *       # noqa: F401,F403
+from .conv_pool_ops import *   # noqa: F401,F403
 from .base import Primitive, PrimitiveWithCheck, PrimitiveWithInfer, prim_attr_register
 from .custom_ops import Custom
 from .math_ops import *        # noqa: F401,F403
 from .nn_ops import *          # noqa: F401,F403
 from .other_ops import *       # noqa: F401,F403
+from .random_ops import *      # noqa: F401,F403
 
 __all__ = (["Primitive", "PrimitiveWithInfer", "PrimitiveWithCheck", "prim_attr_register", "Custom"]
-           + math_ops.__all__ + array_ops.__all__ + nn_ops.__all__ + other_ops.__all__)
+           + math_ops.__all__ + array_ops.__all__ + nn_ops.__all__ + other_ops.__all__ + conv_pool_ops.__all__
+           + random_ops.__all__)

@@ -321,8 +321,7 @@ class Fill(_NoAttr):
     """`Fill()(type, shape, value)`: a tensor of `shape` filled with `value`, of dtype `type`."""
 
     def __call__(self, type, shape, value):
-        check_dtype(self.name, "type", type)
-        return F.full(check_int_tuple(self.name, "shape", shape), value, dtype=type)
+        return F.fill(type, shape, value)
 
 
 class Ones(_NoAttr):

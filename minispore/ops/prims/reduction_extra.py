@@ -30,8 +30,10 @@ from .elementwise import abs, cast, div, equal, exp, maximum, minimum, mul, pow,
 from .reduction import expand_reduced, reduce_mean, reduce_sum, reduced_shape
 from .shape import broadcast_to, reshape, transpose
 
-INDEX_DTYPE_WITH_VALUE = mstype.int32      # ops.max/min, sort, topk indices (MindSpore: Int32)
-ARG_INDEX_DTYPE = mstype.int64             # ops.argmax/argmin (MindSpore: Int64)
+INDEX_DTYPE_WITH_VALUE = mstype.int64      # ops.max/min indices (MindSpore 2.10: Int64)
+ARG_INDEX_DTYPE = mstype.int64             # ops.argmax (MindSpore: Int64)
+ARGMIN_INDEX_DTYPE = mstype.int32          # ops.argmin: MindSpore 2.10 runs P.Argmin, whose default
+                                           # output_type is Int32 (a 0-d input gives Int64 0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -203,7 +205,7 @@ def _with_value(op, prim, input, axis, keepdims, initial, where_mask):
 def max(input, axis=None, keepdims=False, *, initial=None, where=None):
     """`ops.max(input, axis=None, keepdims=False, *, initial=None, where=None)` -> (values, indices).
 
-    Indices are Int32 (MindSpore's ArgMaxWithValue) and point at the first maximum. Along an axis
+    Indices are Int64 (as MindSpore 2.10) and point at the first maximum. Along an axis
     the gradient flows only to that position; with axis=None tied maxima share it evenly (both as
     MindSpore). With axis=None the maximum of all elements is returned as 0-d
     tensors and `keepdims` is ignored, as in MindSpore; the index is the position in the
@@ -221,17 +223,17 @@ def min(input, axis=None, keepdims=False, *, initial=None, where=None):
 
 # ------------------------------------------------------------------------------------------------
 # argmax / argmin (indices only, Int64, not differentiable)
-def _arg_infer(name):
+def _arg_infer(name, index_dtype):
     def infer(x, axis=None, keep_dims=False):
         C.tensor(name, "input", x)
         if axis is None:
             if 0 in x.shape:
                 raise C.OpValueError(name, "a non-empty input", f"shape {tuple(x.shape)}")
-            return AbstractTensor((), ARG_INDEX_DTYPE)
+            return AbstractTensor((), index_dtype)
         ax = C.axis(name, axis, len(x.shape))
         if len(x.shape) and x.shape[ax] == 0:
             raise C.OpValueError(name, "a non-empty axis to reduce", f"input shape {tuple(x.shape)}")
-        return AbstractTensor(reduced_shape(x.shape, (ax,), keep_dims) if len(x.shape) else (), ARG_INDEX_DTYPE)
+        return AbstractTensor(reduced_shape(x.shape, (ax,), keep_dims) if len(x.shape) else (), index_dtype)
     return infer
 
 
@@ -243,8 +245,8 @@ def _arg_kernel(fn):
     return kernel
 
 
-_argmax = defprim("argmax", _arg_infer("argmax"), _arg_kernel(np.argmax), None, doc="index of the first maximum")
-_argmin = defprim("argmin", _arg_infer("argmin"), _arg_kernel(np.argmin), None, doc="index of the first minimum")
+_argmax = defprim("argmax", _arg_infer("argmax", ARG_INDEX_DTYPE), _arg_kernel(np.argmax), None, doc="index of the first maximum")
+_argmin = defprim("argmin", _arg_infer("argmin", ARGMIN_INDEX_DTYPE), _arg_kernel(np.argmin), None, doc="index of the first minimum")
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -255,10 +257,13 @@ def argmax(input, dim=None, keepdim=False):
 
 
 def argmin(input, axis=None, keepdims=False):
-    """`ops.argmin(input, axis=None, keepdims=False)`: Int64 index of the first minimum.
+    """`ops.argmin(input, axis=None, keepdims=False)`: Int32 index of the first minimum (MindSpore
+    2.10's dtype, unlike argmax's Int64; a 0-d input gives an Int64 0, as there).
 
-    (MindSpore 2.3 spells this one `axis`/`keepdims`, unlike argmax's `dim`/`keepdim`.)"""
-    return _argmin(input, axis=axis, keep_dims=bool_arg("argmin", "keepdims", keepdims))
+    (MindSpore spells this one `axis`/`keepdims`, unlike argmax's `dim`/`keepdim`; with axis=None
+    the index is into the flattened input and keepdims is ignored.)"""
+    out = _argmin(input, axis=axis, keep_dims=bool_arg("argmin", "keepdims", keepdims) and axis is not None)
+    return cast(out, mstype.int64) if len(out.shape) == 0 and len(input.shape) == 0 else out
 
 
 # ------------------------------------------------------------------------------------------------
