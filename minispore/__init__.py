@@ -9,7 +9,8 @@ from .common.dtype import (bfloat16, bool_, float16, float32, float64, int8, int
                            uint16, uint32, uint64,
                            half, single, double, dtype_to_nptype)
 from .common.context import (GRAPH_MODE, PYNATIVE_MODE, get_context, set_context, set_seed, get_seed,
-                             get_rng_state, set_rng_state)
+                             get_rng_state, set_rng_state, set_device, set_deterministic, manual_seed,
+                             initial_seed, seed)
 from .common.tensor import Parameter, ParameterTuple, Tensor, from_numpy, tensor
 from .common.errors import MinisporeError, OpTypeError, OpValueError, MinisporeRuntimeError
 from . import ops
@@ -55,8 +56,31 @@ _LAZY = {
 }
 
 
+# MindSpore also exposes its training helpers at the top level (`mindspore.Accuracy`,
+# `mindspore.EarlyStopping`, `mindspore.build_train_network`, ...): looked up in minispore.train on
+# first use, since train sits above this module in the layering
+_FROM_TRAIN = {"Accuracy", "Loss", "MAE", "MSE", "F1", "Fbeta", "Precision", "Recall", "Metric",
+               "Top1CategoricalAccuracy", "Top5CategoricalAccuracy", "TopKCategoricalAccuracy", "get_metric_fn",
+               "EarlyStopping", "History", "LambdaCallback", "LossScaleManager", "DynamicLossScaleManager",
+               "FixedLossScaleManager"}
+
+
+def is_tensor(obj) -> bool:
+    """`mindspore.is_tensor`: whether `obj` is a Tensor (Parameters are Tensors)."""
+    return isinstance(obj, Tensor)
+
+
+def synchronize():
+    """`mindspore.synchronize`: wait for the device. minispore's CPU backend runs every kernel
+    synchronously, so there is nothing to wait for."""
+
+
 def __getattr__(name):
     import importlib
+    if name in _FROM_TRAIN:
+        return getattr(importlib.import_module("minispore.train"), name)
+    if name == "build_train_network":
+        return importlib.import_module("minispore.amp").build_train_network
     if name in _LAZY:
         mod = importlib.import_module(_LAZY[name])
         return mod if _LAZY[name].endswith(name) else getattr(mod, name)

@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from .errors import OpValueError
+from .errors import OpTypeError, OpValueError
 
 GRAPH_MODE = 0
 PYNATIVE_MODE = 1
@@ -67,6 +67,23 @@ def get_context(key: str):
     return _context[key]
 
 
+def set_device(device_target, device_id=None):
+    """MindSpore 2.6+'s spelling of `set_context(device_target=..., device_id=...)`."""
+    if not isinstance(device_target, str):
+        raise OpTypeError("set_device", "device_target as a string such as 'CPU'", repr(device_target))
+    if device_id is not None and (not isinstance(device_id, int) or isinstance(device_id, bool) or device_id < 0):
+        raise OpValueError("set_device", "device_id as a non-negative int", repr(device_id))
+    set_context(device_target=device_target, **({} if device_id is None else {"device_id": device_id}))
+
+
+def set_deterministic(deterministic):
+    """MindSpore 2.6+'s `set_deterministic(bool)` (the context key `deterministic`: 'ON'/'OFF').
+    minispore's CPU kernels are deterministic either way; the setting is kept for scripts that read it."""
+    if not isinstance(deterministic, bool):
+        raise OpTypeError("set_deterministic", "a bool", repr(deterministic))
+    set_context(deterministic="ON" if deterministic else "OFF")
+
+
 def on_context_change(fn):
     _listeners.append(fn)
     return fn
@@ -89,6 +106,31 @@ def set_seed(seed: int):
 
 def get_seed():
     return _seed
+
+
+_manual_seed = None
+
+
+def manual_seed(seed: int):
+    """Seed the random generator (MindSpore 2.6+'s `manual_seed`; unlike `set_seed` it leaves
+    `get_seed()` as it was, as MindSpore does)."""
+    global _rng, _manual_seed
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise OpValueError("manual_seed", "a non-negative int", repr(seed))
+    _manual_seed = int(seed)
+    _rng = np.random.default_rng(_manual_seed)
+
+
+def initial_seed():
+    """The seed given to `manual_seed` (or `set_seed`), None if neither was called."""
+    return _manual_seed if _manual_seed is not None else _seed
+
+
+def seed():
+    """Seed the generator from fresh entropy and return that seed (MindSpore's `seed()`)."""
+    new = int(np.random.SeedSequence().entropy % (2 ** 63))
+    manual_seed(new)
+    return new
 
 
 def rng() -> np.random.Generator:
