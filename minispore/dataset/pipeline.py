@@ -30,15 +30,9 @@ import numpy as np
 from ..common import context
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
+from ..ops._check import int_attr
 from . import config
 
-
-def _int_arg(op, name, value, minimum):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise OpTypeError(op, f"'{name}' to be an int", f"{type(value).__name__} {value!r}")
-    if value < minimum:
-        raise OpValueError(op, f"'{name}' >= {minimum}", repr(value))
-    return int(value)
 
 
 def _columns_arg(op, name, columns):
@@ -248,7 +242,7 @@ class BatchDataset(_Stage):
     def __init__(self, child: Dataset, batch_size, drop_remainder=False):
         op = "Dataset.batch"
         super().__init__(child)
-        self.batch_size = _int_arg(op, "batch_size", batch_size, 1)
+        self.batch_size = int_attr(op, "batch_size", batch_size, 1)
         if not isinstance(drop_remainder, bool):
             raise OpTypeError(op, "'drop_remainder' to be a bool", type(drop_remainder).__name__)
         self.drop_remainder = drop_remainder
@@ -347,7 +341,7 @@ class MapDataset(_Stage):
 class ShuffleDataset(_Stage):
     def __init__(self, child, buffer_size):
         super().__init__(child)
-        self.buffer_size = _int_arg("Dataset.shuffle", "buffer_size", buffer_size, 2)
+        self.buffer_size = int_attr("Dataset.shuffle", "buffer_size", buffer_size, 2)
 
     def _rows(self, rng):
         buffer = []
@@ -370,7 +364,7 @@ class RepeatDataset(_Stage):
         super().__init__(child)
         if count is None:
             count = -1
-        count = _int_arg("Dataset.repeat", "count", count, -1)
+        count = int_attr("Dataset.repeat", "count", count, -1)
         if count == 0:
             raise OpValueError("Dataset.repeat", "'count' as a positive int, or -1/None (forever)", "0")
         self.count = count
@@ -393,7 +387,7 @@ class RepeatDataset(_Stage):
 class TakeDataset(_Stage):
     def __init__(self, child, count=-1):
         super().__init__(child)
-        count = _int_arg("Dataset.take", "count", count, -1)
+        count = int_attr("Dataset.take", "count", count, -1)
         if count == 0:
             raise OpValueError("Dataset.take", "'count' as a positive int or -1 (all)", "0")
         self.count = count
@@ -412,7 +406,7 @@ class TakeDataset(_Stage):
 class SkipDataset(_Stage):
     def __init__(self, child, count):
         super().__init__(child)
-        self.count = _int_arg("Dataset.skip", "count", count, 0)
+        self.count = int_attr("Dataset.skip", "count", count, 0)
 
     def _rows(self, rng):
         for i, row in enumerate(self.child._rows(rng)):

@@ -10,21 +10,14 @@ nanoGPT's `get_batch`: pick `batch_size` random offsets `i`, take `x = data[i : 
 """
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
 from ..common import context
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
+from ..ops._check import int_attr
 
-
-def _int_arg(op, name, v, minimum):
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-        raise OpTypeError(op, f"'{name}' to be an int", f"{type(v).__name__} {v!r}")
-    if v < minimum:
-        raise OpValueError(op, f"'{name}' >= {minimum}", repr(v))
-    return int(v)
 
 
 class BatchSampler:
@@ -47,14 +40,14 @@ class BatchSampler:
             raise OpTypeError(op, "'data' to be a 1-D ndarray (or Tensor) of token ids", type(data).__name__)
         if data.ndim != 1 or data.dtype.kind not in "iu":
             raise OpValueError(op, "'data' as a 1-D integer array", f"shape {data.shape}, dtype {data.dtype}")
-        self.batch_size = _int_arg(op, "batch_size", batch_size, 1)
-        self.block_size = _int_arg(op, "block_size", block_size, 1)
+        self.batch_size = int_attr(op, "batch_size", batch_size, 1)
+        self.block_size = int_attr(op, "block_size", block_size, 1)
         if len(data) < self.block_size + 1:
             raise OpValueError(op, f"at least block_size + 1 = {self.block_size + 1} tokens of data",
                                f"{len(data)} tokens")
         if seed is None:
             seed = int(context.rng().integers(0, 2**63 - 1))
-        self.seed = _int_arg(op, "seed", seed, 0)
+        self.seed = int_attr(op, "seed", seed, 0)
         self.data = data
         # Row i of this zero-copy view is data[i : i + block_size + 1]: one window with its targets.
         self._windows = np.lib.stride_tricks.sliding_window_view(data, self.block_size + 1)
@@ -105,7 +98,7 @@ class BatchSampler:
             rng.bit_generator.state = state.get("bit_generator")     # validate on a scratch generator
         except (TypeError, ValueError, KeyError) as e:
             raise OpValueError(op, "a valid 'bit_generator' state (PCG64)", f"{e}") from None
-        seed = _int_arg(op, "seed", state.get("seed", self.seed), 0)
+        seed = int_attr(op, "seed", state.get("seed", self.seed), 0)
         self._rng, self.seed, self.batches_drawn = rng, seed, batches
 
     def __repr__(self):

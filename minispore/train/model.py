@@ -34,6 +34,7 @@ import numpy as np
 
 from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 from ..common.tensor import Tensor
+from ..ops._check import int_attr
 from .callback import Callback, RunContext, TimeMonitor, _CallbackManager, _InternalCallbackParam
 from .callback import __all__ as _INTERNAL_CALLBACKS
 from .metrics import Loss, get_metric_fn, get_metrics
@@ -48,13 +49,6 @@ _OLD_HOOKS = {"begin", "end", "epoch_begin", "epoch_end", "step_begin", "step_en
 def _as_tuple(inputs):
     return (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
 
-
-def _positive_int(op, name, value, minimum=1):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
-        raise OpTypeError(op, f"'{name}' to be an int", f"{type(value).__name__} {value!r}")
-    if value < minimum:
-        raise OpValueError(op, f"'{name}' >= {minimum}", repr(value))
-    return int(value)
 
 
 def _bool(op, name, value):
@@ -245,8 +239,8 @@ class Model:
         _bool(op, "dataset_sink_mode", dataset_sink_mode)
         if not isinstance(sink_size, numbers.Integral) or isinstance(sink_size, bool):
             raise OpTypeError(op, "'sink_size' to be an int", type(sink_size).__name__)
-        epoch = _positive_int(op, "epoch", epoch)
-        initial_epoch = _positive_int(op, "initial_epoch", initial_epoch, 0)
+        epoch = int_attr(op, "epoch", epoch, 1)
+        initial_epoch = int_attr(op, "initial_epoch", initial_epoch, 0)
         if initial_epoch >= epoch:
             raise OpValueError(op, "'epoch' > 'initial_epoch'", f"epoch={epoch}, initial_epoch={initial_epoch}")
         _check_dataset(op, train_dataset, "train_dataset")

@@ -107,6 +107,25 @@ def fill_params(ms, net, seed=0, scale=0.1):
     return net
 
 
+def dense_norm_dense(ms):
+    """The small optimizer-test network, Dense(4, 3) -> LayerNorm((3,)) -> Dense(3, 2), with fixed
+    weights: its `norm.gamma` / `norm.beta` exercise the optimizers' weight-decay filter. Shared by
+    the optimizer cases (optim.py, nn_more.py) so both check updates on one network."""
+    nn = ms.nn
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Dense(4, 3)
+            self.norm = nn.LayerNorm((3,))
+            self.fc2 = nn.Dense(3, 2)
+
+        def construct(self, x):
+            return self.fc2(self.norm(self.fc1(x)))
+
+    return fill_params(ms, Net(), seed=1, scale=0.5)
+
+
 def param_names(net):
     """The parameter names of a Cell, in definition order, with their shapes."""
     return [(p.name, tuple(p.shape)) for p in net.get_parameters()]

@@ -16,6 +16,7 @@ from ...common.errors import OpTypeError, OpValueError
 from ...common.initializer import HeUniform, Uniform, _calculate_fan_in_and_fan_out, initializer
 from ...common.tensor import Parameter, Tensor
 from ...ops import functional as F
+from ...ops._check import int_attr
 from ...ops.prims.conv_ops import _same_pads, conv_transpose
 from .. import _checks
 from ..cell import Cell
@@ -103,13 +104,6 @@ def _weight_and_bias(cell, shape, weight_init, bias_init, has_bias, dtype):
                               name="bias")
 
 
-def _plain_int(cell, name, v, minimum):
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-        raise OpTypeError(cell, f"'{name}' to be an int", f"{type(v).__name__} {v!r}")
-    if v < minimum:
-        raise OpValueError(cell, f"'{name}' >= {minimum}", repr(v))
-    return int(v)
-
 
 def _channels_and_group(cell, in_channels, out_channels, group):
     cin = _checks.positive_int(cell, "in_channels", in_channels)
@@ -136,10 +130,10 @@ class Conv1d(Cell):
                  group=1, has_bias=False, weight_init=None, bias_init=None, dtype=mstype.float32):
         super().__init__()
         name = "Conv1d"
-        k = _plain_int(name, "kernel_size", kernel_size, 1)
-        s = _plain_int(name, "stride", stride, 1)
-        p = _plain_int(name, "padding", padding, 0)
-        d = _plain_int(name, "dilation", dilation, 1)
+        k = int_attr(name, "kernel_size", kernel_size, 1)
+        s = int_attr(name, "stride", stride, 1)
+        p = int_attr(name, "padding", padding, 0)
+        d = int_attr(name, "dilation", dilation, 1)
         self.in_channels, self.out_channels, self.group = _channels_and_group(name, in_channels, out_channels, group)
         self.pad_mode = _checks.one_of(name, "pad_mode", pad_mode, ("valid", "same", "pad"))
         if self.pad_mode != "pad" and p:

@@ -32,20 +32,13 @@ from ...common.errors import OpTypeError, OpValueError
 from ...common.initializer import HeUniform, Uniform, XavierNormal, XavierUniform, initializer
 from ...common.tensor import Parameter, Tensor
 from ...ops import functional as F
+from .. import _checks
 from ..cell import Cell
 from ..container import CellList
 from .activation import GELU, ReLU
 from .dense import Dense
 from .dropout import Dropout
 from .normalization import LayerNorm
-
-
-def _positive_int(cell, name, v):
-    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-        raise OpTypeError(cell, f"'{name}' to be an int", f"{type(v).__name__} {v!r}")
-    if v <= 0:
-        raise OpValueError(cell, f"'{name}' > 0", repr(v))
-    return int(v)
 
 
 def _linear(x, w, b):
@@ -202,10 +195,10 @@ class MultiheadAttention(Cell):
                  kdim=None, vdim=None, batch_first=False, dtype=mstype.float32):
         super().__init__()
         who = "MultiheadAttention"
-        self.embed_dim = _positive_int(who, "embed_dim", embed_dim)
-        self.num_heads = _positive_int(who, "num_heads", num_heads)
-        self.kdim = _positive_int(who, "kdim", kdim) if kdim is not None else embed_dim
-        self.vdim = _positive_int(who, "vdim", vdim) if vdim is not None else embed_dim
+        self.embed_dim = _checks.positive_int(who, "embed_dim", embed_dim)
+        self.num_heads = _checks.positive_int(who, "num_heads", num_heads)
+        self.kdim = _checks.positive_int(who, "kdim", kdim) if kdim is not None else embed_dim
+        self.vdim = _checks.positive_int(who, "vdim", vdim) if vdim is not None else embed_dim
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         if not isinstance(dropout, numbers.Real) or isinstance(dropout, bool) or not 0 <= dropout < 1:
             raise OpValueError(who, "'dropout' in [0, 1)", repr(dropout))
@@ -284,8 +277,8 @@ class _LayerBase(Cell):
 
     def _setup(self, who, d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
                norm_first, dtype):
-        d_model = _positive_int(who, "d_model", d_model)
-        dim_feedforward = _positive_int(who, "dim_feedforward", dim_feedforward)
+        d_model = _checks.positive_int(who, "d_model", d_model)
+        dim_feedforward = _checks.positive_int(who, "dim_feedforward", dim_feedforward)
         self.dense1 = Dense(d_model, dim_feedforward, weight_init=HeUniform(math.sqrt(5)),
                             bias_init=Uniform(1 / math.sqrt(d_model)), dtype=dtype)
         self.dropout = Dropout(p=dropout)
@@ -381,7 +374,7 @@ def _clones(layer_cls, layer, num_layers, who):
     weights are ignored) and deep-copies it: every layer starts with the same weights."""
     if not isinstance(layer, layer_cls):
         raise OpTypeError(who, f"a {layer_cls.__name__}", type(layer).__name__)
-    num_layers = _positive_int(who, "num_layers", num_layers)
+    num_layers = _checks.positive_int(who, "num_layers", num_layers)
     fresh = layer_cls(*layer._config(), dtype=layer.dtype)
     return CellList([copy.deepcopy(fresh) for _ in range(num_layers)]), num_layers
 

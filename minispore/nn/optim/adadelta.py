@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class Adadelta(Optimizer):
@@ -29,10 +29,7 @@ class Adadelta(Optimizer):
     def _update(self, grads, lrs, t):
         rho, eps = self.rho, self.epsilon
         for p, g, lr, wd, a_p, u_p in zip(self._params_seq, grads, lrs, self._decay, self.accum, self.accum_update):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             accum = work_array(a_p)
             accum *= rho
             accum += (1 - rho) * g * g

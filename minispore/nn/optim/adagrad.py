@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class Adagrad(Optimizer):
@@ -24,16 +24,11 @@ class Adagrad(Optimizer):
         super().__init__(learning_rate, params, weight_decay, loss_scale)
         init = float_arg("Adagrad", "accum", accum, lo=0.0)
         self.update_slots = _checks.boolean("Adagrad", "update_slots", update_slots)
-        self.accum = self._state("accum", "zeros")
-        for a in self.accum:
-            a._data[...] = init
+        self.accum = self._state("accum", init)
 
     def _update(self, grads, lrs, t):
         for p, g, lr, wd, acc_p in zip(self._params_seq, grads, lrs, self._decay, self.accum):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             acc = work_array(acc_p)
             if self.update_slots:
                 acc += g * g

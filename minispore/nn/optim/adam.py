@@ -28,7 +28,7 @@ import numpy as np
 from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, as_compute, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 def _check_betas(cell, beta1, beta2, eps):
@@ -93,10 +93,7 @@ class Adam(Optimizer):
         vhats = self.vhat if self.use_amsgrad else [None] * len(self._params_seq)
         for p, g, lr, wd, m_p, v_p, vh_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1,
                                                  self.moment2, vhats):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             m, v, g = _moments(m_p, v_p, g, b1, b2)
             if vh_p is not None:
                 vh = work_array(vh_p)

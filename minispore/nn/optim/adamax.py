@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...common.tensor import Parameter, Tensor
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class AdaMax(Optimizer):
@@ -33,10 +33,7 @@ class AdaMax(Optimizer):
         self.beta1_power._data[...] = self.beta1_power._data * b1          # float32, as MindSpore keeps it
         bias = 1.0 - self.beta1_power._data[0]
         for p, g, lr, wd, m_p, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1, self.moment2):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             m = work_array(m_p)
             m *= b1
             m += (1 - b1) * g

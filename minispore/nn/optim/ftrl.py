@@ -16,7 +16,7 @@ import numpy as np
 
 from ...common.errors import OpTypeError, OpValueError
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class FTRL(Optimizer):
@@ -42,18 +42,13 @@ class FTRL(Optimizer):
         if not self.is_group:          # MindSpore sets every decay flag for FTRL
             self._decay = tuple(self.weight_decay for _ in self._params_seq)
             self.decay_flags = tuple(True for _ in self._params_seq)
-        self.moments = self._state("moments", "zeros")
-        for m in self.moments:
-            m._data[...] = init
+        self.moments = self._state("moments", init)
         self.linear = self._state("linear", "zeros")
 
     def _update(self, grads, lrs, t):
         power, l1, l2 = -self.lr_power, self.l1, self.l2
         for p, g, lr, wd, acc_p, lin_p in zip(self._params_seq, grads, lrs, self._decay, self.moments, self.linear):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             accum = work_array(acc_p)
             new_accum = accum + g * g
             accum_pow, new_pow = np.power(accum, power), np.power(new_accum, power)

@@ -265,8 +265,16 @@ class Optimizer(Cell):
 
     def _state(self, prefix, init="zeros"):
         """One state buffer per parameter, named `<prefix>.<param name>` (MindSpore's
-        `ParameterTuple.clone(prefix, init)`), same shape and dtype, not trainable."""
-        make = np.zeros_like if init == "zeros" else np.ones_like
+        `ParameterTuple.clone(prefix, init)`), same shape and dtype, not trainable.
+        `init` is "zeros", "ones" or a number every element starts at (Adagrad-style
+        accumulators start at their `accum` argument)."""
+        if init == "zeros":
+            make = np.zeros_like
+        elif init == "ones":
+            make = np.ones_like
+        else:
+            def make(like):
+                return np.full_like(like, init)
         return ParameterTuple(Parameter(make(p._data), name=f"{prefix}.{p.name}", requires_grad=False)
                               for p in self._params_seq)
 
@@ -406,3 +414,14 @@ def write_back(p: Parameter, new: np.ndarray):
 def as_compute(x: np.ndarray, like: np.ndarray) -> np.ndarray:
     """`x` in the dtype `like` is being computed in."""
     return x if x.dtype == like.dtype else x.astype(like.dtype)
+
+
+def weights_and_decayed_grad(p: Parameter, g: np.ndarray, wd: float):
+    """(w, g) for one parameter's update: `w = work_array(p)` and the gradient in w's dtype with the
+    L2 term `wd * w` added when wd > 0 (MindSpore's `decay_weight`, applied before the rule itself,
+    as most optimizers do)."""
+    w = work_array(p)
+    g = as_compute(g, w)
+    if wd > 0:
+        g = g + wd * w
+    return w, g

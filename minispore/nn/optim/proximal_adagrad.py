@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class ProximalAdagrad(Optimizer):
@@ -30,16 +30,11 @@ class ProximalAdagrad(Optimizer):
         self.l1 = float_arg("ProximalAdagrad", "l1", l1, lo=0.0)
         self.l2 = float_arg("ProximalAdagrad", "l2", l2, lo=0.0)
         self.use_locking = _checks.boolean("ProximalAdagrad", "use_locking", use_locking)
-        self.accum = self._state("accum", "zeros")
-        for a in self.accum:
-            a._data[...] = init
+        self.accum = self._state("accum", init)
 
     def _update(self, grads, lrs, t):
         for p, g, lr, wd, acc_p in zip(self._params_seq, grads, lrs, self._decay, self.accum):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             accum = work_array(acc_p)
             accum += g * g
             write_back(acc_p, accum)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class RMSProp(Optimizer):
@@ -45,10 +45,7 @@ class RMSProp(Optimizer):
         mgs = self.mg if self.centered else [None] * len(self._params_seq)
         for p, g, lr, wd, mg_p, ms_p, mom_p in zip(self._params_seq, grads, lrs, self._decay, mgs, self.ms,
                                                     self.moment):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             ms = work_array(ms_p)
             ms *= rho
             ms += (1.0 - rho) * (g * g)

@@ -15,7 +15,7 @@ import numbers
 import numpy as np
 
 from ...common.errors import OpTypeError, OpValueError
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class Rprop(Optimizer):
@@ -44,10 +44,7 @@ class Rprop(Optimizer):
     def _update(self, grads, lrs, t):
         for p, g, lr, wd, prev_p, step_p in zip(self._params_seq, grads, lrs, self._decay, self.prev,
                                                 self.step_size):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             dt = w.dtype.type
             step = np.full_like(w, lr) if t == 1 else work_array(step_p).astype(w.dtype)
             s = np.sign(g * work_array(prev_p))

@@ -24,7 +24,7 @@ import numpy as np
 from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, work_array, write_back
+from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
 
 
 class SGD(Optimizer):
@@ -49,10 +49,7 @@ class SGD(Optimizer):
         mom = float(self.momentum._data)
         damp = self.dampening
         for p, g, lr, wd, acc_p, stat_p in zip(self._params_seq, grads, lrs, self._decay, self.accum, self.stat):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             if mom > 0:
                 acc = work_array(acc_p)
                 if stat_p._data.reshape(-1)[:1].sum() > 0:     # first update: v = g (stat is uniform)
@@ -81,10 +78,7 @@ class Momentum(Optimizer):
     def _update(self, grads, lrs, t):
         mom = float(self.momentum._data)
         for p, g, lr, wd, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moments):
-            w = work_array(p)
-            g = as_compute(g, w)
-            if wd > 0:
-                g = g + wd * w
+            w, g = weights_and_decayed_grad(p, g, wd)
             v = work_array(v_p)
             v *= mom
             v += g

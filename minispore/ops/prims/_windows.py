@@ -33,6 +33,18 @@ def pair(op, name, v, minimum=1):
     return int(v[0]), int(v[1])
 
 
+def single(op, name, v, minimum):
+    """An int or a 1-element tuple/list (MindSpore's forms for a 1-d conv/pool argument) -> int >=
+    minimum. The 1-d ops (conv1d, avg_pool1d) run as their 2-d versions over (N, C, 1, L)."""
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if not _is_int(v):
+        raise C.OpTypeError(op, f"'{name}' as an int or a tuple of 1 int", repr(v))
+    if v < minimum:
+        raise C.OpValueError(op, f"'{name}' >= {minimum}", repr(v))
+    return int(v)
+
+
 def pads4(op, v):
     """Padding as an int, (h, w) or (top, bottom, left, right) -> (top, bottom, left, right)."""
     if _is_int(v):

@@ -200,17 +200,6 @@ def _add_bias(op, out, bias, channels):
 
 # =================================================================================================
 # conv1d: a conv2d over (N, C, 1, L)
-def _one(op, name, v, minimum):
-    """An int or a 1-element tuple/list (MindSpore's 1-d argument forms) -> int >= minimum."""
-    if isinstance(v, (tuple, list)) and len(v) == 1:
-        v = v[0]
-    if not Wn._is_int(v):
-        raise C.OpTypeError(op, f"'{name}' as an int or a tuple of 1 int", repr(v))
-    if v < minimum:
-        raise C.OpValueError(op, f"'{name}' >= {minimum}", repr(v))
-    return int(v)
-
-
 def conv1d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dilation=1, groups=1):
     """`ops.conv1d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dilation=1, groups=1)`.
 
@@ -224,9 +213,9 @@ def conv1d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dila
         N.tensor(op, arg, t)
         if len(t.shape) != 3:
             raise C.OpValueError(op, f"'{arg}' of rank 3", f"shape {tuple(t.shape)}")
-    s = _one(op, "stride", stride, 1)
-    d = _one(op, "dilation", dilation, 1)
-    p = _one(op, "padding", padding, 0)
+    s = Wn.single(op, "stride", stride, 1)
+    d = Wn.single(op, "dilation", dilation, 1)
+    p = Wn.single(op, "padding", padding, 0)
     n, cin, length = input.shape
     cout, cg, k = weight.shape
     out = conv2d(reshape(input, (n, cin, 1, length)), reshape(weight, (cout, cg, 1, k)), None, (1, s), pad_mode,

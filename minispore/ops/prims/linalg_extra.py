@@ -112,13 +112,18 @@ def _scalar_attr(op, arg, v):
     return v
 
 
+def _check_broadcasts_to(op, arg, t, shape, what):
+    """`t` (an added term) must broadcast to `shape` without enlarging it: the sum keeps the shape
+    of the product it is added to, as MindSpore requires."""
+    if C.broadcast(op, tuple(t.shape), shape) != shape:
+        raise C.OpValueError(op, f"'{arg}' that broadcasts to {what} {shape}", f"shape {tuple(t.shape)}")
+
+
 def _addmm_infer(x, a, b, beta=1, alpha=1):
     shape = _matrices("addmm", a, b, ("mat1", "mat2"))
     _numeric("addmm", "input", x)
     _same_dtype("addmm", x, a, ("input", "mat1"))
-    if C.broadcast("addmm", tuple(x.shape), shape) != shape:
-        raise C.OpValueError("addmm", f"'input' that broadcasts to the product's shape {shape}",
-                             f"shape {tuple(x.shape)}")
+    _check_broadcasts_to("addmm", "input", x, shape, "the product's shape")
     return AbstractTensor(shape, a.dtype)
 
 
@@ -159,9 +164,7 @@ def _dense_infer(x, w, b=None):
     if b is not None:
         _numeric("dense", "bias", b)
         _same_dtype("dense", x, b, ("input", "bias"))
-        if C.broadcast("dense", tuple(b.shape), shape) != shape:
-            raise C.OpValueError("dense", f"'bias' that broadcasts to the output shape {shape}",
-                                 f"shape {tuple(b.shape)}")
+        _check_broadcasts_to("dense", "bias", b, shape, "the output shape")
     return AbstractTensor(shape, x.dtype)
 
 

@@ -249,9 +249,9 @@ def avg_pool1d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, cou
     C.tensor(op, "input_x", input_x)
     if len(input_x.shape) != 3:
         raise C.OpValueError(op, "'input_x' of rank 3 (N, C, L)", f"shape {tuple(input_x.shape)}")
-    k = _one_int(op, "kernel_size", kernel_size, 1)
-    st = _one_int(op, "stride", stride, 1)
-    p = _one_int(op, "padding", padding, 0)
+    k = Wn.single(op, "kernel_size", kernel_size, 1)
+    st = Wn.single(op, "stride", stride, 1)
+    p = Wn.single(op, "padding", padding, 0)
     if not isinstance(ceil_mode, bool) or not isinstance(count_include_pad, bool):
         raise C.OpTypeError(op, "'ceil_mode' and 'count_include_pad' to be bools",
                             f"{ceil_mode!r}, {count_include_pad!r}")
@@ -259,16 +259,6 @@ def avg_pool1d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, cou
     y = _avg_pool(reshape(input_x, (n, c, 1, length)), kernel=(1, k), stride=(1, st), pads=(0, 0, p, p),
                   ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=0)
     return reshape(y, (n, c, y.shape[3]))
-
-
-def _one_int(op, name, v, minimum):
-    if isinstance(v, (tuple, list)) and len(v) == 1:
-        v = v[0]
-    if not Wn._is_int(v):
-        raise C.OpTypeError(op, f"'{name}' as an int or a tuple of 1 int", repr(v))
-    if v < minimum:
-        raise C.OpValueError(op, f"'{name}' >= {minimum}", repr(v))
-    return int(v)
 
 
 # =================================================================================================

@@ -184,11 +184,8 @@ def _float_pair_infer(name):
     base = _binary_infer(name)
 
     def infer(a, x):
-        C.tensor(name, "input", a)
-        C.tensor(name, "other", x)
-        for arg, t in (("input", a), ("other", x)):
-            if t.dtype.kind != "float":
-                raise C.OpTypeError(name, f"'{arg}' with a floating dtype", str(t.dtype))
+        C.floating(name, "input", a)
+        C.floating(name, "other", x)
         if a.dtype is not x.dtype:
             raise C.OpTypeError(name, "'input' and 'other' of the same dtype", f"{a.dtype} and {x.dtype}")
         return base(a, x)

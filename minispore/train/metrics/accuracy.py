@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .metric import EvaluationBase, _check_onehot_data, rearrange_inputs
+from .metric import EvaluationBase, rearrange_inputs
 
 
 class Accuracy(EvaluationBase):
@@ -22,14 +22,7 @@ class Accuracy(EvaluationBase):
 
     @rearrange_inputs
     def update(self, *inputs):
-        self._check_num_inputs(inputs, 2)
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
-        if self._type == "classification" and y_pred.ndim == y.ndim and _check_onehot_data(y):
-            y = y.argmax(axis=1)
-        self._check_shape(y_pred, y)
-        self._check_value(y_pred, y)
-        self._check_class_num(y_pred)
+        y_pred, y = self._checked_pred_and_true(inputs)
         if self._type == "classification":
             result = (np.equal(y_pred.argmax(axis=1), y) * 1).reshape(-1)
         else:

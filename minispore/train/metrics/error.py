@@ -26,9 +26,7 @@ class _ErrorMetric(Metric):
 
     @rearrange_inputs
     def update(self, *inputs):
-        self._check_num_inputs(inputs, 2)
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
+        y_pred, y = self._pred_and_true(inputs)
         # (float64 accumulation: MindSpore's NumPy 1.x promotes `0 + float32 scalar` to float64)
         self._error_sum += np.float64(self._error(y.reshape(y_pred.shape) - y_pred).sum())
         self._samples_num += y.shape[0]

@@ -79,6 +79,11 @@ class Metric:
         if len(inputs) != n:
             raise OpValueError(f"{type(self).__name__}.update", f"{n} input(s) {what}", f"{len(inputs)}")
 
+    def _pred_and_true(self, inputs):
+        """`update(y_pred, y)`'s two inputs as ndarrays (every two-input metric starts this way)."""
+        self._check_num_inputs(inputs, 2)
+        return self._convert_data(inputs[0]), self._convert_data(inputs[1])
+
     def _check_not_empty(self, count):
         if count == 0:
             raise OpValueError(f"{type(self).__name__}.eval", "update() called with samples before eval()",
@@ -114,6 +119,17 @@ class EvaluationBase(Metric):
             raise OpValueError(f"{type(self).__name__}.update", "multilabel y_pred and y of 0s and 1s",
                                "other values")
 
+    def _checked_pred_and_true(self, inputs):
+        """`update`'s (y_pred, y) as ndarrays, one-hot y turned into class ids (classification),
+        with shape, 0/1 values (multilabel) and class count checked against earlier updates."""
+        y_pred, y = self._pred_and_true(inputs)
+        if self._type == "classification":
+            y = _labels_from_onehot(y_pred, y)
+        self._check_shape(y_pred, y)
+        self._check_value(y_pred, y)
+        self._check_class_num(y_pred)
+        return y_pred, y
+
     def _check_class_num(self, y_pred):
         if self._class_num == 0:
             self._class_num = y_pred.shape[1]
@@ -130,3 +146,11 @@ def _check_onehot_data(data):
         if np.equal(np.ones(shp), data.sum(axis=1)).all():
             return True
     return False
+
+
+def _labels_from_onehot(y_pred, y):
+    """y as class ids: a one-hot y (same rank as the scores y_pred) becomes `argmax(y, axis=1)`;
+    class ids pass through unchanged."""
+    if y_pred.ndim == y.ndim and _check_onehot_data(y):
+        return y.argmax(axis=1)
+    return y

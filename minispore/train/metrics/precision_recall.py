@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from ...common.errors import OpTypeError, OpValueError
-from .metric import EvaluationBase, Metric, _check_onehot_data, rearrange_inputs
+from .metric import EvaluationBase, Metric, _labels_from_onehot, rearrange_inputs
 
 
 def _check_average(op, average):
@@ -58,14 +58,7 @@ class _PrecisionRecall(EvaluationBase):
 
     @rearrange_inputs
     def update(self, *inputs):
-        self._check_num_inputs(inputs, 2)
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
-        if self._type == "classification" and y_pred.ndim == y.ndim and _check_onehot_data(y):
-            y = y.argmax(axis=1)
-        self._check_shape(y_pred, y)
-        self._check_value(y_pred, y)
-        self._check_class_num(y_pred)
+        y_pred, y = self._checked_pred_and_true(inputs)
         if self._type == "classification":
             y_pred, y = _one_hot_pair(f"{type(self).__name__}.update", y_pred, y, self._class_num)
         else:
@@ -123,11 +116,8 @@ class Fbeta(Metric):
 
     @rearrange_inputs
     def update(self, *inputs):
-        self._check_num_inputs(inputs, 2)
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
-        if y_pred.ndim == y.ndim and _check_onehot_data(y):
-            y = y.argmax(axis=1)
+        y_pred, y = self._pred_and_true(inputs)
+        y = _labels_from_onehot(y_pred, y)
         EvaluationBase._check_class_num(self, y_pred)
         y_pred, y = _one_hot_pair(f"{type(self).__name__}.update", y_pred, y, self._class_num)
         self._positives = self._positives + y_pred.sum(axis=0)

@@ -7,7 +7,7 @@ import numbers
 import numpy as np
 
 from ...common.errors import OpTypeError, OpValueError
-from .metric import Metric, _check_onehot_data, rearrange_inputs
+from .metric import Metric, _labels_from_onehot, rearrange_inputs
 
 
 class TopKCategoricalAccuracy(Metric):
@@ -26,11 +26,8 @@ class TopKCategoricalAccuracy(Metric):
 
     @rearrange_inputs
     def update(self, *inputs):
-        self._check_num_inputs(inputs, 2)
-        y_pred = self._convert_data(inputs[0])
-        y = self._convert_data(inputs[1])
-        if y_pred.ndim == y.ndim and _check_onehot_data(y):
-            y = y.argmax(axis=1)
+        y_pred, y = self._pred_and_true(inputs)
+        y = _labels_from_onehot(y_pred, y)
         indices = np.argsort(-y_pred, axis=1)[:, :self.k]
         repeated_y = y.reshape(-1, 1).repeat(self.k, axis=1)
         self._correct_num += np.equal(indices, repeated_y).sum(axis=1).sum()

@@ -6,7 +6,7 @@ optimizers AdaMax / Adadelta / ASGD / Rprop / FTRL / ProximalAdagrad / LARS afte
 InverseDecay / NaturalExpDecay learning-rate schedules, as MindSpore 2.10 (CPU) computes them."""
 import numpy as np
 
-from msdiff import case, fill_params, param_names, rand
+from msdiff import case, dense_norm_dense, fill_params, param_names, rand
 
 GRAD_TOL = dict(rtol=1e-4, atol=1e-5)
 
@@ -586,19 +586,7 @@ def _(ms):
 
 # =================================================================================================
 # optimizers after 3 steps (Dense -> LayerNorm -> Dense, fixed gradients), state names and values
-def _opt_net(ms):
-    nn = ms.nn
-
-    class Net(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = nn.Dense(4, 3)
-            self.norm = nn.LayerNorm((3,))
-            self.fc2 = nn.Dense(3, 2)
-
-        def construct(self, x):
-            return self.fc2(self.norm(self.fc1(x)))
-    return fill_params(ms, Net(), seed=1, scale=0.5)
+_opt_net = dense_norm_dense
 
 
 def _run_opt(ms, make_opt, steps=3, flip=True):

@@ -15,20 +15,7 @@ import msdiff
 from msdiff import case
 
 
-def _net(ms):
-    nn = ms.nn
-
-    class Net(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.fc1 = nn.Dense(4, 3)
-            self.norm = nn.LayerNorm((3,))
-            self.fc2 = nn.Dense(3, 2)
-
-        def construct(self, x):
-            return self.fc2(self.norm(self.fc1(x)))
-
-    return msdiff.fill_params(ms, Net(), seed=1, scale=0.5)
+_net = msdiff.dense_norm_dense
 
 
 def _grads(ms, params, step, scale=1.0):
