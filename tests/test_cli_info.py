@@ -29,7 +29,7 @@ def test_python_m_minispore_info_reports_versions_dtypes_backends():
     assert f"NumPy        {np.__version__}" in out
     assert f"ml_dtypes    {ml_dtypes.__version__}" in out
     assert f"Python       {sys.version.split()[0]}" in out
-    assert "Bool, UInt8, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64" in out
+    assert "Bool, UInt8, UInt16, UInt32, UInt64, Int8, Int16, Int32, Int64, Float16, BFloat16, Float32, Float64" in out
     assert "CPU (current): ok" in out
     assert "tinyshakespeare.txt (1,115,394 bytes)" in out
 
@@ -39,7 +39,7 @@ def test_info_json_is_machine_readable():
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)
     assert info["minispore"] == ms.__version__ and info["numpy"] == np.__version__
-    assert info["dtypes"] == ["Bool", "UInt8", "Int8", "Int16", "Int32", "Int64", "Float16", "BFloat16",
+    assert info["dtypes"] == ["Bool", "UInt8", "UInt16", "UInt32", "UInt64", "Int8", "Int16", "Int32", "Int64", "Float16", "BFloat16",
                               "Float32", "Float64"]
     assert {"name": "CPU", "current": True} == {k: v for k, v in info["backends"][0].items() if k != "status"}
     assert info["data_bytes"]["tinyshakespeare"] == 1_115_394
