@@ -116,14 +116,12 @@ for _name in ("abs", "neg", "negative", "exp", "log", "sqrt", "rsqrt", "square",
     globals()[_name] = getattr(F, _name)
 absolute = abs          # noqa: F821 (defined by the loop above)
 
-# ops other helpers may add, same signature in mint (picked up when present)
-_OPTIONAL_SAME = ("log1p", "expm1", "tan", "atan", "atan2", "arctan2", "asin", "acos", "sinh", "cosh", "asinh",
-                  "acosh", "atanh", "erfc", "erfinv", "exp2", "log2", "log10", "trunc", "frac", "mm", "outer", "dot",
-                  "addmm", "baddbmm", "masked_select", "meshgrid", "diag", "trace", "logaddexp", "xlogy",
-                  "nan_to_num", "roll", "isclose", "allclose", "bincount", "cdist", "einsum", "inverse", "logical_xor",
-                  "nonzero")
-OPTIONAL = [n for n in _OPTIONAL_SAME if hasattr(F, n)]
-for _name in OPTIONAL:
+# more ops whose mint signature is the functional op's
+SAME_AS_OPS = ("log1p", "expm1", "tan", "atan", "atan2", "arctan2", "asin", "acos", "sinh", "cosh", "asinh",
+               "acosh", "atanh", "erfc", "erfinv", "exp2", "log2", "log10", "trunc", "frac", "mm", "outer", "dot",
+               "addmm", "baddbmm", "masked_select", "meshgrid", "diag", "trace", "logaddexp", "xlogy",
+               "nan_to_num", "roll", "isclose", "bincount", "einsum", "inverse", "nonzero")
+for _name in SAME_AS_OPS:
     globals()[_name] = getattr(F, _name)
 
 
@@ -417,4 +415,4 @@ __all__ = ["add", "sub", "mul", "div", "divide", "true_divide", "multiply", "sub
            "transpose", "swapaxes", "permute", "reshape", "flatten", "squeeze", "unsqueeze", "narrow", "unbind",
            "gather", "index_select", "scatter", "tril", "triu", "repeat_interleave", "sort", "argsort", "topk",
            "softmax", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "arange", "linspace", "eye",
-           "rand", "randn"] + [n for n in OPTIONAL if n not in ("logical_xor",)]
+           "rand", "randn"] + list(SAME_AS_OPS)

@@ -181,14 +181,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     return F.interpolate(input, size, scale_factor, mode, align_corners, recompute_scale_factor)
 
 
-_OPTIONAL = ("hardswish", "hardsigmoid", "mish", "selu", "logsigmoid", "softshrink", "hardshrink", "prelu",
-             "adaptive_avg_pool2d", "adaptive_avg_pool1d", "batch_norm", "group_norm",
-             "pixel_shuffle", "unfold", "fold")
-OPTIONAL = [n for n in _OPTIONAL if hasattr(F, n)]
-for _name in OPTIONAL:
+# the same signature as the functional op
+SAME_AS_OPS = ("hardswish", "hardsigmoid", "mish", "selu", "logsigmoid", "softshrink", "hardshrink", "prelu",
+               "adaptive_avg_pool2d", "batch_norm", "group_norm", "pixel_shuffle")
+for _name in SAME_AS_OPS:
     globals()[_name] = getattr(F, _name)
 
 __all__ = ["relu", "relu6", "gelu", "silu", "sigmoid", "tanh", "elu", "leaky_relu", "hardtanh", "softplus", "softmax",
            "log_softmax", "glu", "linear", "dropout", "embedding", "one_hot", "layer_norm", "normalize", "pad",
            "conv2d", "max_pool2d", "avg_pool2d", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
-           "binary_cross_entropy_with_logits", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "interpolate"] + OPTIONAL
+           "binary_cross_entropy_with_logits", "smooth_l1_loss", "binary_cross_entropy", "kl_div", "interpolate"] + list(SAME_AS_OPS)

@@ -228,12 +228,10 @@ def _activation(name, fn, doc):
 ReLU = _activation("ReLU", F.relu, "`ReLU()`: max(x, 0).")
 Sigmoid = _activation("Sigmoid", F.sigmoid, "`Sigmoid()`.")
 Tanh = _activation("Tanh", F.tanh, "`Tanh()`.")
-OPTIONAL = []
-for _cls, _fn in {"Mish": "mish", "SELU": "selu", "LogSigmoid": "logsigmoid", "Hardswish": "hardswish",
-                  "Hardsigmoid": "hardsigmoid"}.items():
-    if hasattr(F, _fn):
-        globals()[_cls] = _activation(_cls, getattr(F, _fn), f"`{_cls}()`: `ops.{_fn}`.")
-        OPTIONAL.append(_cls)
+ACTIVATIONS_FROM_OPS = {"Mish": "mish", "SELU": "selu", "LogSigmoid": "logsigmoid", "Hardswish": "hardswish",
+                        "Hardsigmoid": "hardsigmoid"}
+for _cls, _fn in ACTIVATIONS_FROM_OPS.items():
+    globals()[_cls] = _activation(_cls, getattr(F, _fn), f"`{_cls}()`: `ops.{_fn}`.")
 
 
 class ReLU6(Cell):
@@ -419,4 +417,4 @@ class KLDivLoss(Cell):
 __all__ = ["Linear", "Conv2d", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Embedding",
            "Dropout", "ReLU", "Sigmoid", "Tanh", "ReLU6", "SiLU", "GELU", "ELU", "Hardtanh", "Softmax", "LogSoftmax",
            "Identity", "Flatten", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "MSELoss", "L1Loss", "SmoothL1Loss",
-           "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "BCELoss", "KLDivLoss"] + OPTIONAL
+           "CrossEntropyLoss", "NLLLoss", "BCEWithLogitsLoss", "BCELoss", "KLDivLoss"] + list(ACTIVATIONS_FROM_OPS)
