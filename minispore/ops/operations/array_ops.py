@@ -445,24 +445,24 @@ class Sort(Primitive):
         return F.sort(x, self.axis, self.descending)
 
 
-# Pass-through classes for ops other families may define (`Name()(*args)` is `ops.name(*args)`).
-_OPTIONAL = {"GatherNd": "gather_nd", "ScatterNd": "scatter_nd", "TensorScatterUpdate": "tensor_scatter_update",
-             "TensorScatterAdd": "tensor_scatter_add", "MaskedSelect": "masked_select", "NonZero": "nonzero",
-             "Unique": "unique"}
-OPTIONAL = []
-for _cls, _fn in _OPTIONAL.items():
-    if hasattr(F, _fn):
-        def _make(fn, cls_name):
-            def __call__(self, *args):
-                return fn(*args)
-            return type(cls_name, (_NoAttr,), {"__call__": __call__, "__module__": __name__,
-                                               "__qualname__": cls_name,
-                                               "__doc__": f"`{cls_name}()(*inputs)`: `ops.{fn.__name__}(*inputs)`."})
-        globals()[_cls] = _make(getattr(F, _fn), _cls)
-        OPTIONAL.append(_cls)
+# Pass-through classes: `Name()(*args)` is `ops.name(*args)`.
+PASS_THROUGH = {"GatherNd": "gather_nd", "ScatterNd": "scatter_nd", "TensorScatterUpdate": "tensor_scatter_update",
+                "TensorScatterAdd": "tensor_scatter_add", "MaskedSelect": "masked_select", "NonZero": "nonzero",
+                "Unique": "unique"}
+
+
+def _pass_through(fn, cls_name):
+    def __call__(self, *args):
+        return fn(*args)
+    return type(cls_name, (_NoAttr,), {"__call__": __call__, "__module__": __name__, "__qualname__": cls_name,
+                                       "__doc__": f"`{cls_name}()(*inputs)`: `ops.{fn.__name__}(*inputs)`."})
+
+
+for _cls, _fn in PASS_THROUGH.items():
+    globals()[_cls] = _pass_through(getattr(F, _fn), _cls)
 
 
 __all__ = ["Transpose", "Reshape", "Shape", "DType", "Size", "Rank", "ExpandDims", "Squeeze", "Flatten", "BroadcastTo",
            "Tile", "Cast", "Identity", "Concat", "Stack", "Unstack", "Split", "Gather", "GatherD", "Select", "MaskedFill",
            "StridedSlice", "Slice", "Tril", "Triu", "Fill", "Ones", "Zeros", "OnesLike", "ZerosLike", "Eye", "OneHot",
-           "Argmax", "Argmin", "ArgMaxWithValue", "ArgMinWithValue", "TopK", "Sort"] + OPTIONAL
+           "Argmax", "Argmin", "ArgMaxWithValue", "ArgMinWithValue", "TopK", "Sort"] + list(PASS_THROUGH)

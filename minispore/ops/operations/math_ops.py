@@ -80,21 +80,16 @@ IsNan = _no_attr_class("IsNan", P["isnan"], 1, "`IsNan()(x)`: Bool.")
 IsInf = _no_attr_class("IsInf", P["isinf"], 1, "`IsInf()(x)`: Bool.")
 IsFinite = _no_attr_class("IsFinite", P["isfinite"], 1, "`IsFinite()(x)`: Bool.")
 
-# Ops other families may add (MindSpore names -> functional op); defined only when the op exists.
-_OPTIONAL_UNARY = {"Log1p": "log1p", "Expm1": "expm1", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh",
-                   "Asin": "asin", "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh",
-                   "Atanh": "atanh", "Erfc": "erfc", "Trunc": "trunc"}
-# (MindSpore's Mod truncates toward zero, C's fmod: it exists only if a helper adds `ops.fmod`)
-_OPTIONAL_BINARY = {"Atan2": "atan2", "Xlogy": "xlogy", "Mod": "fmod"}
-OPTIONAL = []
-for _cls, _fn in _OPTIONAL_UNARY.items():
-    if hasattr(F, _fn):
-        globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 1, f"`{_cls}()(x)`: `ops.{_fn}(x)`.")
-        OPTIONAL.append(_cls)
-for _cls, _fn in _OPTIONAL_BINARY.items():
-    if hasattr(F, _fn):
-        globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 2, f"`{_cls}()(x, y)`: `ops.{_fn}(x, y)`.")
-        OPTIONAL.append(_cls)
+# MindSpore class names -> the functional op they call
+UNARY_FROM_OPS = {"Log1p": "log1p", "Expm1": "expm1", "Tan": "tan", "Sinh": "sinh", "Cosh": "cosh",
+                  "Asin": "asin", "Acos": "acos", "Atan": "atan", "Asinh": "asinh", "Acosh": "acosh",
+                  "Atanh": "atanh", "Erfc": "erfc", "Trunc": "trunc"}
+# (MindSpore's Mod truncates toward zero: C's fmod)
+BINARY_FROM_OPS = {"Atan2": "atan2", "Xlogy": "xlogy", "Mod": "fmod"}
+for _cls, _fn in UNARY_FROM_OPS.items():
+    globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 1, f"`{_cls}()(x)`: `ops.{_fn}(x)`.")
+for _cls, _fn in BINARY_FROM_OPS.items():
+    globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 2, f"`{_cls}()(x, y)`: `ops.{_fn}(x, y)`.")
 
 
 class SquaredDifference(Primitive):
@@ -331,4 +326,4 @@ __all__ = ["Add", "Sub", "Mul", "Div", "RealDiv", "Pow", "Maximum", "Minimum", "
            "LogicalXor", "Neg", "Abs", "Sign", "Exp", "Log", "Sqrt", "Rsqrt", "Square", "Reciprocal", "Sin", "Cos",
            "Erf", "Floor", "Ceil", "Round", "LogicalNot", "IsNan", "IsInf", "IsFinite", "SquaredDifference", "AddN",
            "MatMul", "BatchMatMul", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll",
-           "ReduceAny", "CumSum", "CumProd"] + OPTIONAL
+           "ReduceAny", "CumSum", "CumProd"] + list(UNARY_FROM_OPS) + list(BINARY_FROM_OPS)

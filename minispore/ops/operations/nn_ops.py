@@ -23,13 +23,11 @@ Sigmoid = _no_attr_class("Sigmoid", _sigmoid, 1, "`Sigmoid()(x)`: 1 / (1 + exp(-
 Tanh = _no_attr_class("Tanh", _tanh, 1, "`Tanh()(x)`.", __name__)
 ReLU6 = _no_attr_class("ReLU6", F.relu6, 1, "`ReLU6()(x)`: min(max(x, 0), 6).", __name__)
 
-_OPTIONAL_UNARY = {"HSwish": "hardswish", "HSigmoid": "hardsigmoid", "Mish": "mish", "SeLU": "selu",
-                   "LogSigmoid": "logsigmoid", "Softsign": "softsign"}
-OPTIONAL = []
-for _cls, _fn in _OPTIONAL_UNARY.items():
-    if hasattr(F, _fn):
-        globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 1, f"`{_cls}()(x)`: `ops.{_fn}(x)`.", __name__)
-        OPTIONAL.append(_cls)
+# one-input activations: the class is the functional op
+UNARY_FROM_OPS = {"HSwish": "hardswish", "HSigmoid": "hardsigmoid", "Mish": "mish", "SeLU": "selu",
+                  "LogSigmoid": "logsigmoid", "Softsign": "softsign"}
+for _cls, _fn in UNARY_FROM_OPS.items():
+    globals()[_cls] = _no_attr_class(_cls, getattr(F, _fn), 1, f"`{_cls}()(x)`: `ops.{_fn}(x)`.", __name__)
 
 
 class GeLU(Primitive):
@@ -303,4 +301,4 @@ class Pad(Primitive):
 
 __all__ = ["ReLU", "Sigmoid", "Tanh", "ReLU6", "GeLU", "FastGeLU", "Softmax", "LogSoftmax", "Elu", "Softplus",
            "BiasAdd", "L2Normalize", "LayerNorm", "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits",
-           "SigmoidCrossEntropyWithLogits", "BCEWithLogitsLoss", "Dropout", "Pad"] + OPTIONAL
+           "SigmoidCrossEntropyWithLogits", "BCEWithLogitsLoss", "Dropout", "Pad"] + list(UNARY_FROM_OPS)
