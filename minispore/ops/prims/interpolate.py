@@ -7,8 +7,8 @@
   src = (o + 0.5) * in / out - 0.5, clamped below at 0; with align_corners=True
   src = o * (in - 1) / (out - 1), so the corner pixels line up exactly.
 * exactly one of `size` and `scale_factor`; a scale factor (a float, or one per spatial dim) is
-  only accepted with recompute_scale_factor=True, and the output size is then floor(in * scale),
-  sampled with the recomputed scale in / out. (MindSpore 2.10 raises otherwise.)
+  only accepted with recompute_scale_factor=True, and the output size is then floor(in * scale)
+  (at least 1), sampled with the recomputed scale in / out. (MindSpore 2.10 raises otherwise.)
 * floating inputs only.
 
 Both modes are linear maps applied separately along each spatial dim: output = W_h @ x @ W_w^T

@@ -254,10 +254,6 @@ def _atan2_bprop(inputs, out, dout):
             _grad_for(y, neg(mul(dout, div(x, r2)))) if _wanted(inputs, 1) else None)
 
 
-def _logaddexp_kernel(a, b):
-    return np.logaddexp(a, b)
-
-
 def _logaddexp_bprop(inputs, out, dout):
     x, y = inputs
     return (_grad_for(x, mul(dout, exp(sub(x, out)))) if _wanted(inputs, 0) else None,
