@@ -31,8 +31,7 @@ _REEXPORTED = ["clip_by_value", "tensor_dot", "dot", "matmul", "mm", "ones_like"
                "uniform", "sequence_mask", "repeat_elements", "repeat_interleave", "count_nonzero", "cummin",
                "multinomial", "vecdot"]
 for _name in _REEXPORTED:
-    if hasattr(_F, _name):          # (tensor_dot and a few others come from families still being added)
-        globals()[_name] = getattr(_F, _name)
+    globals()[_name] = getattr(_F, _name)
 
 _LATER = {"GradOperation": "minispore.autograd", "clip_by_global_norm": "minispore.nn.clip"}
 

@@ -317,8 +317,8 @@ class Model:
             self._current_step_num = 0
             list_callback.on_train_epoch_begin(run_context)
             for element in batches:
-                n_columns = len(element)
                 element = _as_tuple(element)
+                n_columns = len(element)
                 if self._loss_fn is not None and n_columns != 2:
                     raise OpValueError("Model.train", "a train_dataset of 2 columns (data, label) when loss_fn "
                                        "is given", f"{n_columns} columns")
@@ -445,22 +445,9 @@ class Model:
 
 
 def _build_train_network(network, optimizer, loss_fn, level, amp_config):
-    """MindSpore's `amp.build_train_network`, from minispore.amp when it provides it; the O0 path
-    (no casting, no loss scaling) is the plain WithLossCell + TrainOneStepCell either way."""
-    try:
-        from .. import amp
-        build = getattr(amp, "build_train_network", None)
-    except ImportError:
-        build = None
-    if build is not None:
-        return build(network, optimizer, loss_fn, level=level, **amp_config)
-    if level != "O0" or amp_config.get("loss_scale_manager") is not None:
-        raise OpValueError("Model", "amp_level='O0' without a loss_scale_manager (minispore.amp is not available)",
-                           f"amp_level={level!r}")
-    from ..nn import TrainOneStepCell, WithLossCell
-    if loss_fn is not None:
-        network = WithLossCell(network, loss_fn)
-    return TrainOneStepCell(network, optimizer).set_train()
+    """MindSpore's `amp.build_train_network` (imported here: minispore.amp sits above minispore.train)."""
+    from ..amp import build_train_network
+    return build_train_network(network, optimizer, loss_fn, level=level, **amp_config)
 
 
 __all__ = ["Model"]

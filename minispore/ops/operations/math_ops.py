@@ -7,7 +7,6 @@ call than the functional form at most (`bench/bench_op_overhead.py` measures it)
 """
 from __future__ import annotations
 
-from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Tensor
 from .. import functional as F

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...common.errors import OpValueError
 from .metric import Metric, rearrange_inputs
 
 
@@ -27,6 +28,9 @@ class _ErrorMetric(Metric):
     @rearrange_inputs
     def update(self, *inputs):
         y_pred, y = self._pred_and_true(inputs)
+        if y.size != y_pred.size:          # y is reshaped to y_pred's shape, as MindSpore does
+            raise OpValueError(f"{type(self).__name__}.update", "y with as many elements as y_pred",
+                               f"y_pred shape {y_pred.shape}, y shape {y.shape}")
         # (float64 accumulation: MindSpore's NumPy 1.x promotes `0 + float32 scalar` to float64)
         self._error_sum += np.float64(self._error(y.reshape(y_pred.shape) - y_pred).sum())
         self._samples_num += y.shape[0]
