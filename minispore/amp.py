@@ -394,6 +394,8 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", boost_leve
 def all_finite(inputs):
     """True (a bool Tensor of shape ()) when every element of every Tensor in `inputs` is finite."""
     from .ops import functional as F
+    if not isinstance(inputs, (Tensor, tuple, list)):
+        raise OpTypeError("all_finite", "a Tensor or a tuple/list of Tensors", type(inputs).__name__)
     tensors = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for t in tensors:
         if not isinstance(t, Tensor):
@@ -425,6 +427,8 @@ def _map_scale(inputs, factor):
     from .ops import functional as F
     if isinstance(inputs, Tensor):
         return inputs * F.cast(factor, inputs.dtype)
+    if not isinstance(inputs, (tuple, list)):
+        raise OpTypeError("LossScaler", "a Tensor or a tuple/list of Tensors", type(inputs).__name__)
     return type(inputs)(_map_scale(x, factor) for x in inputs)
 
 

@@ -338,12 +338,13 @@ def repeat_interleave(input, repeats, dim=None):
 
 
 def sort(input, *, dim=-1, descending=False, stable=False):
-    """(values, Int64 indices)."""
+    """(values, Int64 indices). The order is always stable (`ops.sort` is), so `stable` changes nothing."""
     values, indices = F.sort(input, dim, descending)
     return values, F.cast(indices, _INT64)
 
 
 def argsort(input, dim=-1, descending=False, stable=False):
+    """Int64 indices; always a stable order (`ops.argsort` is), so `stable` changes nothing."""
     return F.cast(F.argsort(input, dim, descending), _INT64)
 
 
@@ -397,10 +398,12 @@ def eye(n, m=None, dtype=None):
 
 
 def rand(*size, generator=None, dtype=None):
+    """U[0, 1). `generator` is ignored: draws come from the global generator seeded by `ms.set_seed`."""
     return F.rand(*_size("rand", size), dtype=dtype)
 
 
 def randn(*size, generator=None, dtype=None):
+    """N(0, 1). `generator` is ignored: draws come from the global generator seeded by `ms.set_seed`."""
     return F.randn(*_size("randn", size), dtype=dtype)
 
 

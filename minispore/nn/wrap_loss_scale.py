@@ -161,7 +161,8 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
         return pre_cond, compute_input
 
     def get_overflow_status(self, status, compute_output):
-        """A bool Tensor: True when some element of `compute_output` (the gradients) is inf or nan."""
+        """A bool Tensor: True when some element of `compute_output` (the gradients) is inf or nan.
+        `status` (a device's float-status register in MindSpore) is unused: the values are checked."""
         from .. import amp
         from ..ops import functional as F
         return F.logical_not(amp.all_finite(compute_output))

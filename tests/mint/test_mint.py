@@ -117,3 +117,18 @@ def test_optimizer_state_names_and_bad_arguments():
         mint.optim.SGD(net.trainable_params(), lr=0.1, nesterov=True)
     with pytest.raises(OpValueError, match="SGD"):
         mint.optim.SGD(net.trainable_params(), lr=-1.0)
+
+
+def test_bad_input_to_mint_and_amp_helpers_raises_minispore_errors():
+    import numpy as np
+    import pytest
+    import minispore as ms
+    from minispore import amp, mint
+    from minispore.common.errors import MinisporeError
+
+    with pytest.raises(MinisporeError, match="glu"):
+        mint.nn.functional.glu(ms.Tensor(np.ones((2, 3), np.float32)), dim=-1)       # odd size along dim
+    with pytest.raises(MinisporeError):
+        mint.nn.functional.one_hot([1, 2], 3)
+    with pytest.raises(MinisporeError):
+        amp.all_finite(3)

@@ -1,9 +1,12 @@
 """`mint.nn.functional`: PyTorch-style functional layers and losses (`F.relu`, `F.linear`,
 `F.cross_entropy`, ...) over the same `ops` primitives. Argument names follow MindSpore 2.10's mint
-(`dim`, `negative_slope`, `p`/`training` for dropout, `(left, right, ...)` padding)."""
+(`dim`, `negative_slope`, `p`/`training` for dropout, `(left, right, ...)` padding).
+
+`inplace=True` is accepted for signature compatibility but ignored: every function returns a new
+tensor and leaves `input` unchanged (an in-place write would break the autodiff tape's saved inputs)."""
 from __future__ import annotations
 
-from ...common.errors import OpValueError
+from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Tensor
 from ...ops import functional as F
 
@@ -60,6 +63,9 @@ def log_softmax(input, dim=None, *, dtype=None):
 
 def glu(input, dim=-1):
     """`F.glu(input, dim=-1)`: a * sigmoid(b) for the two halves of `dim`."""
+    if isinstance(input, Tensor) and isinstance(dim, int) and -input.ndim <= dim < input.ndim \
+            and input.shape[dim] % 2:
+        raise OpValueError("glu", f"an even size along dim {dim}", f"shape {input.shape}")
     a, b = F.chunk(input, 2, dim)
     return F.mul(a, F.sigmoid(b))
 
@@ -83,6 +89,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 def one_hot(tensor, num_classes=-1):
     """Int64 one-hot rows; num_classes=-1 means max(tensor) + 1."""
+    if not isinstance(tensor, Tensor):
+        raise OpTypeError("one_hot", "'tensor' to be a Tensor", type(tensor).__name__)
     if num_classes == -1:
         num_classes = int(tensor.asnumpy().max()) + 1 if tensor.size else 0
     return F.one_hot(tensor, num_classes, 1, 0)

@@ -4,6 +4,9 @@
 Initialization follows MindSpore 2.10's mint (which follows PyTorch): Linear and Conv2d weights
 U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (HeUniform with a = sqrt(5)), biases the same bound;
 Embedding N(0, 1) with the padding row zeroed; LayerNorm/GroupNorm/BatchNorm ones and zeros.
+
+Accepted for signature compatibility but ignored: `inplace` (activations and Dropout always return a
+new tensor) and Embedding's `sparse` (the weight gradient is always dense).
 """
 from __future__ import annotations
 
@@ -31,6 +34,12 @@ def _bool(op, arg, v):
     if not isinstance(v, bool):
         raise OpTypeError(op, f"'{arg}' to be a bool", f"{type(v).__name__} {v!r}")
     return v
+
+
+def _real(op, arg, v):
+    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+        raise OpTypeError(op, f"'{arg}' to be a float", f"{type(v).__name__} {v!r}")
+    return float(v)
 
 
 def _pair(op, arg, v):
@@ -263,7 +272,7 @@ class GELU(Cell):
 class ELU(Cell):
     def __init__(self, alpha=1.0, inplace=False):
         super().__init__()
-        self.alpha = float(alpha)
+        self.alpha = _real("ELU", "alpha", alpha)
 
     def construct(self, input):
         return F.elu(input, self.alpha)
@@ -272,7 +281,7 @@ class ELU(Cell):
 class Hardtanh(Cell):
     def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
         super().__init__()
-        self.min_val, self.max_val = float(min_val), float(max_val)
+        self.min_val, self.max_val = _real("Hardtanh", "min_val", min_val), _real("Hardtanh", "max_val", max_val)
 
     def construct(self, input):
         return F.hardtanh(input, self.min_val, self.max_val)

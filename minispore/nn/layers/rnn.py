@@ -29,7 +29,7 @@ import math
 from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.initializer import Uniform, initializer
-from ...common.tensor import Parameter, Tensor
+from ...common.tensor import Parameter
 from ...ops import functional as F
 from .. import _checks
 from ..cell import Cell

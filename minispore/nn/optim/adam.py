@@ -56,7 +56,9 @@ def _moments(m_p, v_p, g, b1, b2):
 class Adam(Optimizer):
     """`Adam(params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
     use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs)`, kwargs
-    `use_lazy` / `use_offload` (bools)."""
+    `use_lazy` / `use_offload` (bools).
+    `use_locking` is checked and stored but changes nothing: it guards concurrent updates of a
+    parameter, and minispore's eager updates never run concurrently."""
 
     def __init__(self, params, learning_rate=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, use_locking=False,
                  use_nesterov=False, weight_decay=0.0, loss_scale=1.0, use_amsgrad=False, **kwargs):

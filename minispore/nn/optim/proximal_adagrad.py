@@ -21,7 +21,9 @@ from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_arra
 
 class ProximalAdagrad(Optimizer):
     """`ProximalAdagrad(params, accum=0.1, learning_rate=0.001, l1=0.0, l2=0.0, use_locking=False,
-    loss_scale=1.0, weight_decay=0.0)`."""
+    loss_scale=1.0, weight_decay=0.0)`.
+    `use_locking` is checked and stored but changes nothing: it guards concurrent updates of a
+    parameter, and minispore's eager updates never run concurrently."""
 
     def __init__(self, params, accum=0.1, learning_rate=0.001, l1=0.0, l2=0.0, use_locking=False, loss_scale=1.0,
                  weight_decay=0.0):

@@ -25,7 +25,9 @@ from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_arra
 
 class RMSProp(Optimizer):
     """`RMSProp(params, learning_rate=0.1, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
-    centered=False, loss_scale=1.0, weight_decay=0.0)`."""
+    centered=False, loss_scale=1.0, weight_decay=0.0)`.
+    `use_locking` is checked and stored but changes nothing: it guards concurrent updates of a
+    parameter, and minispore's eager updates never run concurrently."""
 
     def __init__(self, params, learning_rate=0.1, decay=0.9, momentum=0.0, epsilon=1e-10, use_locking=False,
                  centered=False, loss_scale=1.0, weight_decay=0.0):
