@@ -18,8 +18,19 @@ fi
 echo "== installing minispore[plot] into .venv"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[plot]'
 
+OUT=out/shakespeare-char
+EXTRA=()
+# A second run continues the first (a finished run just generates again) instead of failing on the
+# existing run directory; `./run_main.sh --overwrite` trains afresh.
+if [ -e "$OUT/metrics.json" ] || [ -e "$OUT/latest" ]; then
+    case " $* " in
+        *" --resume "*|*" --overwrite "*) ;;
+        *) echo "== $OUT holds a run: resuming it (pass --overwrite to train afresh)"; EXTRA=(--resume) ;;
+    esac
+fi
+
 echo "== training (preset shakespeare-char)"
-.venv/bin/minispore train --preset shakespeare-char --out out/shakespeare-char "$@"
+.venv/bin/minispore train --preset shakespeare-char --out "$OUT" ${EXTRA[@]+"${EXTRA[@]}"} "$@"
 
 echo "== generating"
 .venv/bin/minispore generate --ckpt out/shakespeare-char --prompt "ROMEO:"

@@ -3,18 +3,24 @@
     minispore train                                   # the shakespeare-char preset: 2000 iterations
     minispore train --max-iters 200 --out out/quick   # a shorter run
     minispore train --resume                          # continue the run in --out from its latest checkpoint
+    minispore train --overwrite                       # delete the run in --out and start afresh
     minispore generate --ckpt out/shakespeare-char --prompt "ROMEO:" --max-new-tokens 300
     minispore generate --ckpt out/shakespeare-char --top-p 0.9 --repetition-penalty 1.2 --stop "\n\n" --kv-cache paged
 
 Hyper-parameters default to the preset's (nanoGPT's CPU recipe for `shakespeare-char`); every
 flag left out keeps the preset value. `generate` reads the model config and the tokenizer from the
 checkpoint itself, so it needs nothing but the directory.
+
+`train` into a directory that already holds a run stops with an error unless `--resume` or
+`--overwrite` says what to do with it. Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop;
+the exit status is then 128 + the signal number (130, 143, 129).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 
 from ..common.errors import OpValueError
@@ -57,7 +63,11 @@ def add_train_args(parser: argparse.ArgumentParser):
     parser.add_argument("--out", default=None, help="output directory (default: out/<preset>)")
     parser.add_argument("--threads", type=int, default=1,
                         help="BLAS threads for the run (default 1: fastest for small models; 0 = library default)")
-    parser.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    existing = parser.add_mutually_exclusive_group()
+    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    existing.add_argument("--overwrite", action="store_true",
+                          help="delete the run already in --out (checkpoints, metrics.json, loss.png) and start "
+                               "afresh; without --resume or --overwrite an existing run is an error")
     parser.add_argument("--optimizer", choices=("adamw", "adamweightdecay"), default=None,
                         help="adamw: mint.optim.AdamW (PyTorch rule, default); adamweightdecay: "
                              "nn.AdamWeightDecay (MindSpore rule, no bias correction)")
@@ -90,6 +100,7 @@ def configs_from_args(args):
         train_over["optimizer"] = args.optimizer
     train_over["out_dir"] = args.out or f"out/{args.preset}"
     train_over["resume"] = args.resume
+    train_over["overwrite"] = getattr(args, "overwrite", False)
     train_over["progress"] = not args.no_progress
     train_over["plot"] = not args.no_plot
     return mc, TrainConfig.from_preset(args.preset, **train_over)
@@ -120,6 +131,8 @@ def _run_train(args, train, mc, tc) -> int:
           f"written         {os.path.join(tc.out_dir, 'metrics.json')}"
           + ("" if args.no_plot else f", {os.path.join(tc.out_dir, 'loss.png')}")
           + f", checkpoints in {tc.out_dir}")
+    if m["stop_signal"] is not None:       # the shell's convention for "ended by signal N"
+        return 128 + int(signal.Signals[m["stop_signal"]])
     return 130 if m["interrupted"] else 0
 
 

@@ -14,12 +14,17 @@ Around it:
   moments and step, the global RNG (dropout), the batch sampler's position, the config and the
   loss history. `resume=True` continues from the latest checkpoint and reproduces a straight run
   bit for bit;
-* Ctrl-C finishes the current iteration, saves a checkpoint and stops (a second Ctrl-C stops at
-  once; the last checkpoint on disk stays loadable because saves are atomic);
+* Ctrl-C (SIGINT), SIGTERM and SIGHUP -- what a terminal, `kill` or a cluster scheduler sends
+  before preemption -- finish the current iteration, save a checkpoint and stop (the CLI exits
+  with 128 + the signal number). A second signal outside a save stops at once; during a save it
+  is held until the save has finished, so `latest` always names a complete checkpoint;
+* a directory that already holds a run is never replaced implicitly: `resume=True` continues it,
+  `overwrite=True` deletes it first, anything else is an `ExistingRunError`;
 * at the end `out_dir/metrics.json` and `out_dir/loss.png` (matplotlib) are written.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -34,9 +39,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common import context
-from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError, require
+from ..common.errors import MinisporeError, MinisporeRuntimeError, OpTypeError, OpValueError, require
 from ..common.tensor import Tensor
-from .checkpoint_manager import CheckpointManager, deferred_interrupt
+from .checkpoint_manager import CheckpointManager
 from .serialization import CheckpointError
 
 OPTIMIZERS = ("adamw", "adamweightdecay")
@@ -73,6 +78,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     seed: int = 1337
     resume: bool = False
+    overwrite: bool = False
     progress: bool = True
     log_interval: int = 10
     plot: bool = True
@@ -99,6 +105,9 @@ class TrainConfig:
                 raise OpValueError("TrainConfig", f"'{name}' in [0, 1)", repr(v))
         if self.optimizer not in OPTIMIZERS:
             raise OpValueError("TrainConfig", f"'optimizer' in {OPTIMIZERS}", repr(self.optimizer))
+        if self.resume and self.overwrite:
+            raise OpValueError("TrainConfig", "at most one of 'resume' and 'overwrite'",
+                               "resume=True, overwrite=True")
         if not isinstance(self.out_dir, (str, os.PathLike)):
             raise OpTypeError("TrainConfig", "'out_dir' as a path", type(self.out_dir).__name__)
 
@@ -205,43 +214,106 @@ def estimate_loss(model, data, batch_size, block_size, iters, seed) -> float:
         model.set_train(was_training)
 
 
-class _StopFlag:
-    """Turns the first Ctrl-C (SIGINT) into a request to stop after the current iteration.
-    A second Ctrl-C raises KeyboardInterrupt at once. Only the main thread can own signals;
-    elsewhere this does nothing (Ctrl-C then raises KeyboardInterrupt wherever the loop is)."""
+# the signals that ask a run to stop and save: Ctrl-C, `kill` / a scheduler's preemption notice,
+# and a closed terminal (SIGHUP does not exist on Windows)
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+class _StopSignals:
+    """Turns the first stop signal (SIGINT, SIGTERM or SIGHUP) into a request to stop after the
+    current iteration; `requested` is its number. A second signal raises KeyboardInterrupt at once,
+    except inside `saving()`: there every signal is held and replayed when the save has finished,
+    so a second signal can never cut a checkpoint short (the save protocol is atomic anyway, but
+    the run would then lose the iterations since the previous checkpoint).
+
+    Only the main thread can own signals; elsewhere installing does nothing (Ctrl-C then raises
+    KeyboardInterrupt wherever the loop is, and SIGTERM/SIGHUP keep their default action)."""
 
     def __init__(self):
-        self.requested = False
-        self._previous = None
+        self.requested = None
+        self._saving = False
+        self._held = []
+        self._previous = {}
 
     def _handler(self, signum, frame):
-        if self.requested:
+        name = signal.Signals(signum).name
+        if self._saving:
+            self._held.append(signum)
+            print(f"\n{name} received: finishing the checkpoint first", file=sys.stderr, flush=True)
+            return
+        if self.requested is not None:
             raise KeyboardInterrupt
-        self.requested = True
-        print("\nCtrl-C: stopping after this iteration and saving a checkpoint "
-              "(press Ctrl-C again to stop immediately)", file=sys.stderr, flush=True)
+        self.requested = signum
+        again = "press Ctrl-C again" if signum == signal.SIGINT else f"send {name} again"
+        print(f"\n{'Ctrl-C' if signum == signal.SIGINT else name}: stopping after this iteration and saving "
+              f"a checkpoint ({again} to stop immediately)", file=sys.stderr, flush=True)
+
+    @contextlib.contextmanager
+    def saving(self):
+        """Hold every stop signal until the block (a checkpoint save) has finished; then handle
+        them in order (the first becomes a stop request, a further one raises KeyboardInterrupt).
+        If the block raises, its exception wins and the held signals are dropped."""
+        self._saving = True
+        try:
+            yield
+        finally:
+            self._saving = False
+            held, self._held = self._held, []
+        for signum in held:
+            self._handler(signum, None)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._handler)
+            for s in STOP_SIGNALS:
+                self._previous[s] = signal.signal(s, self._handler)
         return self
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for s, previous in self._previous.items():
+            signal.signal(s, previous if previous is not None else signal.SIG_DFL)
+        self._previous = {}
         return False
 
 
-def _clear_checkpoints(manager):
-    """A fresh (non-resumed) run replaces the checkpoints of an earlier run in the same directory;
-    mixing them would make `latest` and pruning ambiguous."""
+class ExistingRunError(MinisporeError, FileExistsError):
+    """`train` was pointed at a directory that already holds a run and told neither to resume it
+    nor to overwrite it. Replacing a run is never implicit: hours of training are one typo away."""
+
+    def __init__(self, out_dir, found):
+        self.out_dir, self.found = str(out_dir), list(found)
+        super().__init__(f"For 'train', the output directory '{out_dir}' already holds a run "
+                         f"({', '.join(found)}); pass --resume (resume=True) to continue it or "
+                         f"--overwrite (overwrite=True) to delete it and start afresh, or choose another --out")
+
+
+_RUN_FILES = ("metrics.json", "loss.png")
+
+
+def _earlier_run(manager):
+    """What of an earlier run `manager.directory` holds, in words (empty: nothing)."""
+    found = []
+    n = len(manager.checkpoints())
+    if n:
+        found.append(f"{n} checkpoint{'s' if n > 1 else ''}")
+    elif os.path.lexists(os.path.join(manager.directory, "latest")):
+        found.append("a 'latest' pointer")
+    if os.path.lexists(os.path.join(manager.directory, "metrics.json")):
+        found.append("metrics.json")
+    return found
+
+
+def _remove_earlier_run(manager):
+    """`overwrite=True`: delete the checkpoints, `latest` and the outputs of the earlier run
+    (mixing two runs' checkpoints would make `latest` and pruning ambiguous). Other files in the
+    directory are the user's and stay."""
     import shutil
     old = manager.checkpoints()
     for _, path in old:
         shutil.rmtree(path)
-    pointer = os.path.join(manager.directory, "latest")
-    if os.path.exists(pointer):
-        os.remove(pointer)
+    for name in ("latest",) + _RUN_FILES:
+        path = os.path.join(manager.directory, name)
+        if os.path.lexists(path):
+            os.remove(path)
     return len(old)
 
 
@@ -267,6 +339,11 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     mc, tc = model_config, train_config
     out_dir = os.fspath(tc.out_dir)
     os.makedirs(out_dir, exist_ok=True)
+    manager = CheckpointManager(out_dir, keep=tc.keep_checkpoints)
+    if not tc.resume:                   # checked before any work: the earlier run is left untouched
+        found = _earlier_run(manager)
+        if found and not tc.overwrite:
+            raise ExistingRunError(out_dir, found)
 
     tokenizer, train_ids, val_ids = prepare_data(text)
     if tokenizer.vocab_size != mc.vocab_size:
@@ -280,7 +357,6 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     model.set_train(True)
     optimizer, schedule = build_optimizer(model, tc)
     sampler = BatchSampler(train_ids, tc.batch_size, block, seed=tc.seed)
-    manager = CheckpointManager(out_dir, keep=tc.keep_checkpoints)
 
     history = {"iter": [], "train_loss": [], "lr": []}
     evals = {"iter": [], "train_loss": [], "val_loss": []}
@@ -295,22 +371,21 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
         if optimizer_step(optimizer) != start:
             raise MinisporeRuntimeError(f"checkpoint at step {start} holds an optimizer at step "
                                         f"{optimizer_step(optimizer)}")
-    else:
-        cleared = _clear_checkpoints(manager)
-        if cleared:
-            print(f"note: removed {cleared} checkpoint(s) of an earlier run in {out_dir} "
-                  "(use --resume to continue a run)", file=sys.stderr)
+    elif tc.overwrite and _earlier_run(manager):
+        cleared = _remove_earlier_run(manager)
+        print(f"--overwrite: deleted the earlier run in {out_dir} ({cleared} checkpoint(s))", file=sys.stderr)
 
     def loss_fn(x, y):
         return model.loss(x, y)
 
     grad_fn = value_and_grad(loss_fn, None, optimizer.parameters)
+    stop = _StopSignals()         # installed below, for the loop and everything up to the metrics
     tokens_per_iter = tc.batch_size * block
 
     def save(step):
         extra = {"history": history, "evals": evals, "wall_time_s": prior_wall + (time.perf_counter() - t0),
                  "train_time_s": prior_train + train_time}
-        with deferred_interrupt():
+        with stop.saving():             # a signal now is handled once the checkpoint is complete
             manager.save(step, model, optimizer, extra, config=run_config, sampler=sampler)
 
     def evaluate(step, iters):
@@ -321,19 +396,19 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
         evals["val_loss"].append(vl)
         return tl, vl
 
-    t0 = time.perf_counter()
-    train_time = 0.0
-    it = start
-    interrupted = False
-    last_saved = start if tc.resume else None
-    if it == 0:                   # where the curves start (about ln(vocab_size) for a fresh model)
-        tl, vl = evaluate(0, tc.eval_iters)
-        print(f"iter 0: train loss {tl:.4f}, val loss {vl:.4f}")
-    tqdm = _tqdm(tc.progress)
-    bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
-               desc="train", file=sys.stderr)
-    window_t, window_n = time.perf_counter(), 0
-    with _StopFlag() as stop:
+    with stop:   # SIGINT / SIGTERM / SIGHUP: stop after the iteration, save, report
+        t0 = time.perf_counter()
+        train_time = 0.0
+        it = start
+        interrupted = False
+        last_saved = start if tc.resume else None
+        if it == 0:                   # where the curves start (about ln(vocab_size) for a fresh model)
+            tl, vl = evaluate(0, tc.eval_iters)
+            print(f"iter 0: train loss {tl:.4f}, val loss {vl:.4f}")
+        tqdm = _tqdm(tc.progress)
+        bar = tqdm(total=tc.max_iters, initial=start, disable=not tc.progress, unit="it", dynamic_ncols=True,
+                   desc="train", file=sys.stderr)
+        window_t, window_n = time.perf_counter(), 0
         try:
             while it < tc.max_iters:
                 t_step = time.perf_counter()
@@ -374,46 +449,48 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
                     interrupted = True
                     break
         finally:
-            # A KeyboardInterrupt raised here (a second Ctrl-C, or Ctrl-C outside the main thread)
+            # A KeyboardInterrupt raised here (a second stop signal, or Ctrl-C outside the main thread)
             # may have struck in the middle of an update: nothing more is saved, the newest
             # checkpoint on disk is complete (saves are atomic) and `--resume` continues from it.
             bar.close()
-    if interrupted:
+        if interrupted:
+            if last_saved != it:
+                save(it)
+                last_saved = it
+            print(f"stopped at iteration {it}; checkpoint saved in {out_dir} (continue with --resume)",
+                  file=sys.stderr)
+
+        # the reported losses; a run stopped early gets the quick estimate instead of making the user wait
+        final_tl, final_vl = evaluate(it, tc.eval_iters if interrupted else tc.final_eval_iters)
+        wall = prior_wall + (time.perf_counter() - t0)
+        total_train = prior_train + train_time
         if last_saved != it:
             save(it)
-            last_saved = it
-        print(f"stopped at iteration {it}; checkpoint saved in {out_dir} (continue with --resume)",
-              file=sys.stderr)
-
-    # the reported losses; a run stopped by Ctrl-C gets the quick estimate instead of making the user wait
-    final_tl, final_vl = evaluate(it, tc.eval_iters if interrupted else tc.final_eval_iters)
-    wall = prior_wall + (time.perf_counter() - t0)
-    total_train = prior_train + train_time
-    if last_saved != it:
-        save(it)
-    tokens = it * tokens_per_iter
-    metrics = {
-        "final_train_loss": final_tl,
-        "final_val_loss": final_vl,
-        "best_val_loss": min(evals["val_loss"]),
-        "iters": it,
-        "tokens": tokens,
-        "wall_time_s": wall,
-        "train_time_s": total_train,
-        "tokens_per_s": tokens / total_train if total_train > 0 else 0.0,
-        "ms_per_iter": 1000.0 * total_train / it if it else 0.0,
-        "interrupted": interrupted,
-        "num_params": model.num_params(),
-        "config": run_config["model"],
-        "train_config": {**dataclasses.asdict(tc), "out_dir": out_dir},
-        "eval_history": evals,
-        "loss_history": history,
-    }
-    with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
-        json.dump(metrics, f, indent=1)
-    if tc.plot:
-        plot_losses(history, evals, os.path.join(out_dir, "loss.png"))
-    return metrics
+        tokens = it * tokens_per_iter
+        metrics = {
+            "final_train_loss": final_tl,
+            "final_val_loss": final_vl,
+            "best_val_loss": min(evals["val_loss"]),
+            "iters": it,
+            "tokens": tokens,
+            "wall_time_s": wall,
+            "train_time_s": total_train,
+            "tokens_per_s": tokens / total_train if total_train > 0 else 0.0,
+            "ms_per_iter": 1000.0 * total_train / it if it else 0.0,
+            "interrupted": interrupted,
+            # which signal stopped the run (None: it finished, or the callback stopped it)
+            "stop_signal": signal.Signals(stop.requested).name if interrupted and stop.requested else None,
+            "num_params": model.num_params(),
+            "config": run_config["model"],
+            "train_config": {**dataclasses.asdict(tc), "out_dir": out_dir},
+            "eval_history": evals,
+            "loss_history": history,
+        }
+        with open(os.path.join(out_dir, "metrics.json"), "w", encoding="utf-8") as f:
+            json.dump(metrics, f, indent=1)
+        if tc.plot:
+            plot_losses(history, evals, os.path.join(out_dir, "loss.png"))
+        return metrics
 
 
 def _tqdm(progress: bool):
@@ -454,5 +531,5 @@ def plot_losses(history, evals, path):
     return path
 
 
-__all__ = ["TrainConfig", "train", "build_optimizer", "estimate_loss", "prepare_data", "plot_losses",
+__all__ = ["TrainConfig", "train", "ExistingRunError", "STOP_SIGNALS", "build_optimizer", "estimate_loss", "prepare_data", "plot_losses",
            "decay_groups"]

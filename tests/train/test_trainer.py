@@ -115,9 +115,10 @@ def test_resume_without_a_checkpoint_is_an_error(tmp_path):
         train(tiny_model(), tiny_train(tmp_path, resume=True))
 
 
-def test_a_fresh_run_replaces_old_checkpoints(tmp_path):
+def test_an_overwriting_run_replaces_old_checkpoints(tmp_path):
+    # without overwrite=True (or resume=True) the second run is refused: test_trainer_lost_work.py
     train(tiny_model(), tiny_train(tmp_path, max_iters=8))
-    train(tiny_model(), tiny_train(tmp_path, max_iters=4, lr_decay_iters=4))
+    train(tiny_model(), tiny_train(tmp_path, max_iters=4, lr_decay_iters=4, overwrite=True))
     assert [s for s, _ in CheckpointManager(tmp_path, create=False).checkpoints()] == [4]
 
 
