@@ -40,7 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..common.errors import MinisporeRuntimeError, OpValueError
+from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
+
+INT64_MAX = 2 ** 63 - 1       # token ids are hashed (chain_hash) and stored as int64
 
 
 class OutOfBlocksError(MinisporeRuntimeError):
@@ -62,6 +64,54 @@ def chain_hash(prev: bytes | None, token_ids) -> bytes:
     h.update(prev if prev is not None else b"\0" * 16)
     h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
     return h.digest()
+
+
+def _count(v, name: str, op: str) -> int:
+    """`v` as a Python int: an integer (Python or NumPy), never a bool or a float (3.0 would be
+    stored and break the block arithmetic later, after state had changed)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise OpTypeError(f"BlockManager.{op}", f"'{name}' as an int", f"{v!r} ({type(v).__name__})")
+    return int(v)
+
+
+def _token_list(token_ids, op: str) -> list:
+    """Token ids as a list of Python ints, each in [0, 2**63 - 1] (int64, the dtype they are
+    hashed with). Validated completely before any caller changes state."""
+    where = f"BlockManager.{op}"
+    if isinstance(token_ids, (str, bytes)):
+        raise OpTypeError(where, "token ids as a sequence or array of ints", repr(token_ids))
+    try:
+        arr = np.asarray(token_ids)
+    except (TypeError, ValueError) as e:                 # ragged nesting, objects NumPy refuses
+        raise OpTypeError(where, "token ids as a sequence or array of ints", f"{type(token_ids).__name__} ({e})") from None
+    if arr.ndim > 1:
+        raise OpValueError(where, "token ids as a 0-d or 1-d sequence", f"shape {arr.shape}")
+    if arr.size == 0:                                    # [] is float64 to NumPy: not a dtype error
+        return []
+    flat = arr.reshape(-1)
+    if arr.dtype == object:                              # Python ints too big for int64, or mixed types
+        for t in flat:
+            if isinstance(t, bool) or not isinstance(t, numbers.Integral):
+                raise OpTypeError(where, "integer token ids", f"{t!r} ({type(t).__name__})")
+        values = [int(t) for t in flat]
+        lo, hi = min(values), max(values)
+    elif arr.dtype.kind in "iu":
+        values = flat.tolist()
+        lo, hi = int(flat.min()), int(flat.max())
+    else:
+        raise OpTypeError(where, "integer token ids", f"an array of dtype {arr.dtype}")
+    if lo < 0 or hi > INT64_MAX:
+        raise OpValueError(where, f"token ids in [0, {INT64_MAX}] (int64)", f"{lo if lo < 0 else hi}")
+    return values
+
+
+def _hashable(seq_id, name: str, op: str):
+    try:
+        hash(seq_id)
+    except TypeError:
+        raise OpTypeError(f"BlockManager.{op}", f"'{name}' as a hashable sequence id",
+                          f"{type(seq_id).__name__}") from None
+    return seq_id
 
 
 @dataclass
@@ -143,6 +193,7 @@ class BlockManager:
     def slots(self, seq_id, start: int, stop: int) -> np.ndarray:
         """Flat slot numbers of token positions start..stop-1 of a sequence."""
         seq = self._seq(seq_id, "slots")
+        start, stop = _count(start, "start", "slots"), _count(stop, "stop", "slots")
         if not 0 <= start <= stop <= len(seq.token_ids):
             raise OpValueError("BlockManager.slots", f"0 <= start <= stop <= {len(seq.token_ids)}",
                                f"start={start}, stop={stop}")
@@ -187,7 +238,8 @@ class BlockManager:
         return hits
 
     def can_allocate(self, token_ids) -> bool:
-        hits = self._cached_prefix(list(token_ids))
+        token_ids = _token_list(token_ids, "can_allocate")
+        hits = self._cached_prefix(token_ids)
         return self._blocks_to_take(len(token_ids), hits) <= self.num_free_blocks
 
     def _blocks_to_take(self, n_tokens, hits) -> int:
@@ -226,7 +278,8 @@ class BlockManager:
         """Give a new sequence blocks for its prompt; returns how many leading tokens already have
         their KV in the cache (prefix-cache hits, a multiple of block_size). The model must compute
         the rest. Raises OutOfBlocksError (changing nothing) if the cache is too full."""
-        token_ids = [int(t) for t in np.asarray(token_ids).reshape(-1)]
+        _hashable(seq_id, "seq_id", "allocate")
+        token_ids = _token_list(token_ids, "allocate")
         if seq_id in self.seqs:
             raise OpValueError("BlockManager.allocate", "a new sequence id", f"{seq_id!r}, which is allocated")
         if not token_ids:
@@ -249,7 +302,7 @@ class BlockManager:
         """Reserve slots for new tokens at the end of a sequence (a decoded token, or a prompt
         continuation). A shared, partly filled last block is copied first (copy-on-write)."""
         seq = self._seq(seq_id, "append")
-        new = [int(t) for t in np.asarray(token_ids).reshape(-1)]
+        new = _token_list(token_ids, "append")
         n = len(seq.token_ids)
         grow, cow = self._growth(seq, len(new))
         need = grow + int(cow)
@@ -275,7 +328,11 @@ class BlockManager:
 
     def blocks_needed(self, seq_id, n_new: int) -> int:
         """Free blocks `append`ing n_new tokens to the sequence would take (copy-on-write included)."""
-        grow, cow = self._growth(self._seq(seq_id, "blocks_needed"), n_new)
+        seq = self._seq(seq_id, "blocks_needed")
+        n_new = _count(n_new, "n_new", "blocks_needed")
+        if n_new < 0:
+            raise OpValueError("BlockManager.blocks_needed", "'n_new' >= 0", repr(n_new))
+        grow, cow = self._growth(seq, n_new)
         return grow + int(cow)
 
     def reserve_prompt(self, seq_id) -> Reservation:
@@ -287,6 +344,7 @@ class BlockManager:
         """Record that the KV of the first `num_computed` tokens is written. Blocks that are now
         full and computed become findable by prefix caching."""
         seq = self._seq(seq_id, "mark_computed")
+        num_computed = _count(num_computed, "num_computed", "mark_computed")
         if not seq.num_computed <= num_computed <= len(seq.token_ids):
             raise OpValueError("BlockManager.mark_computed",
                                f"a count in [{seq.num_computed}, {len(seq.token_ids)}]", repr(num_computed))
@@ -312,6 +370,7 @@ class BlockManager:
     def fork(self, parent_id, child_id):
         """A new sequence sharing all of the parent's blocks (parallel sampling, beam search)."""
         parent = self._seq(parent_id, "fork")
+        _hashable(child_id, "child_id", "fork")
         if child_id in self.seqs:
             raise OpValueError("BlockManager.fork", "a new child sequence id", f"{child_id!r}, which is allocated")
         for b in parent.block_table:

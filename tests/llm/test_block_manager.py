@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from minispore.common.errors import OpValueError
+from minispore.common.errors import OpTypeError, OpValueError
 from minispore.llm.block_manager import BlockManager, OutOfBlocksError, chain_hash
 
 
@@ -28,8 +28,45 @@ def read_back(bm, store, seq_id):
 
 
 def snapshot(bm):
+    """Everything a caller can observe: blocks, free-list order, the prefix-cache index, every
+    sequence (table, tokens, computed count, with the count's exact type) and the statistics."""
     return ([(b.ref_count, b.hash, b.token_ids) for b in bm.blocks], list(bm.free_block_ids),
-            sorted(bm.used_block_ids), {k: (list(v.block_table), list(v.token_ids)) for k, v in bm.seqs.items()})
+            sorted(bm.used_block_ids), dict(bm.hash_to_block),
+            {k: (list(v.block_table), list(v.token_ids), v.num_computed, type(v.num_computed))
+             for k, v in bm.seqs.items()},
+            (bm.prefix_queries, bm.prefix_hits))
+
+
+# Calls every public method must reject, as (name, call(bm, an allocated seq id, a fresh id)).
+# Each is wrong in type or range: a float count, a bool, a token id that does not fit int64, a
+# negative token, a float or string prompt, an unhashable id, an out-of-range count.
+INVALID_CALLS = [
+    ("mark_computed float", lambda bm, s, new: bm.mark_computed(s, float(bm.num_tokens(s)))),
+    ("mark_computed bool", lambda bm, s, new: bm.mark_computed(s, True)),
+    ("mark_computed past the end", lambda bm, s, new: bm.mark_computed(s, bm.num_tokens(s) + 1)),
+    ("mark_computed backwards", lambda bm, s, new: bm.mark_computed(s, -1)),
+    ("append float tokens", lambda bm, s, new: bm.append(s, [1.5])),
+    ("append huge token", lambda bm, s, new: bm.append(s, [1, 2 ** 63])),
+    ("append negative token", lambda bm, s, new: bm.append(s, [0, -1])),
+    ("append a string", lambda bm, s, new: bm.append(s, "12")),
+    ("append ragged", lambda bm, s, new: bm.append(s, [[1], [1, 2]])),
+    ("append 2-d", lambda bm, s, new: bm.append(s, np.zeros((2, 2), np.int64))),
+    ("append bools", lambda bm, s, new: bm.append(s, np.array([True]))),
+    ("allocate uint64 overflow", lambda bm, s, new: bm.allocate(new, np.array([2 ** 64 - 1], np.uint64))),
+    ("allocate float prompt", lambda bm, s, new: bm.allocate(new, np.array([1.0, 2.0]))),
+    ("allocate None token", lambda bm, s, new: bm.allocate(new, [1, None])),
+    ("allocate unhashable id", lambda bm, s, new: bm.allocate([new], [1])),
+    ("allocate existing id", lambda bm, s, new: bm.allocate(s, [1])),
+    ("can_allocate huge token", lambda bm, s, new: bm.can_allocate([2 ** 70])),
+    ("fork unhashable child", lambda bm, s, new: bm.fork(s, {new})),
+    ("fork onto itself", lambda bm, s, new: bm.fork(s, s)),
+    ("free unknown", lambda bm, s, new: bm.free(new)),
+    ("free unhashable", lambda bm, s, new: bm.free([s])),
+    ("slots float", lambda bm, s, new: bm.slots(s, 0.0, 1)),
+    ("slots reversed", lambda bm, s, new: bm.slots(s, 1, 0)),
+    ("blocks_needed negative", lambda bm, s, new: bm.blocks_needed(s, -1)),
+    ("blocks_needed float", lambda bm, s, new: bm.blocks_needed(s, 1.0)),
+]
 
 
 class BlockManagerMachine(RuleBasedStateMachine):
@@ -93,6 +130,17 @@ class BlockManagerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def free(self, data):
         self.bm.free(data.draw(st.sampled_from(sorted(self.bm.seqs))))
+
+    @precondition(lambda self: self.bm.seqs)
+    @rule(data=st.data(), bad=st.sampled_from(INVALID_CALLS))
+    def invalid_call(self, data, bad):
+        """A rejected call raises a minispore error naming the method and changes nothing."""
+        sid = data.draw(st.sampled_from(sorted(self.bm.seqs)))
+        before = snapshot(self.bm)
+        name, call = bad
+        with pytest.raises((OpValueError, OpTypeError), match="BlockManager"):
+            call(self.bm, sid, self.new_id())
+        assert snapshot(self.bm) == before, name
 
     @rule()
     def free_everything(self):
@@ -199,3 +247,43 @@ def test_bad_input(call, match):
     bm.allocate("x", [1, 2])
     with pytest.raises(OpValueError, match=match):
         call(bm)
+
+
+def test_mark_computed_rejects_a_float_count_and_changes_nothing():
+    """The issue's example: 3.0 used to be stored as num_computed before the hash loop failed."""
+    bm = BlockManager(4, 2)
+    bm.allocate("s", [1, 2, 3, 4])
+    bm.mark_computed("s", 2)
+    before = snapshot(bm)
+    with pytest.raises(OpTypeError, match="BlockManager.mark_computed.*'num_computed' as an int.*3.0"):
+        bm.mark_computed("s", 3.0)
+    assert snapshot(bm) == before and bm.num_computed("s") == 2 and type(bm.num_computed("s")) is int
+    bm.mark_computed("s", np.int64(4))                   # NumPy integers are ints
+    assert bm.num_computed("s") == 4 and type(bm.num_computed("s")) is int
+    bm.check()
+
+
+@pytest.mark.parametrize("name, call", INVALID_CALLS, ids=[n for n, _ in INVALID_CALLS])
+def test_every_rejected_call_leaves_the_state_unchanged(name, call):
+    bm = BlockManager(6, 2)
+    bm.allocate("a", [1, 2, 3])
+    bm.mark_computed("a", 3)
+    bm.fork("a", "b")                                     # shared blocks: copy-on-write would be needed
+    bm.allocate("c", [1, 2, 9])                           # a prefix-cache hit
+    before = snapshot(bm)
+    with pytest.raises((OpValueError, OpTypeError), match="For 'BlockManager"):
+        call(bm, "b", "fresh")
+    assert snapshot(bm) == before
+    bm.check()
+
+
+def test_token_ids_that_fit_int64_are_accepted_from_any_integer_dtype():
+    bm = BlockManager(8, 4)
+    big = 2 ** 63 - 1
+    assert bm.allocate("a", np.array([1, big], dtype=np.uint64)) == 0
+    bm.append("a", np.array([7], dtype=np.int32))
+    bm.append("a", np.int16(3))                           # a 0-d token
+    bm.append("a", [])                                    # nothing to add is fine
+    assert bm.token_ids("a") == [1, big, 7, 3] and all(type(t) is int for t in bm.token_ids("a"))
+    bm.mark_computed("a", 4)
+    assert bm.allocate("b", [1, big, 7, 3, 5]) == 4       # hashed as int64: the prefix is found

@@ -54,6 +54,7 @@ enum {
     ACL_ERROR_RT_INVALID_HANDLE = 107017, ACL_ERROR_RT_WAIT_TIMEOUT = 107019,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000, ACL_ERROR_RT_MEMORY_ALLOCATION = 207001,
     ACL_ERROR_RT_MEMORY_FREE = 207002, ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID = 107006,
+    ACL_ERROR_RT_FAILURE = 500003,
     ACL_ERROR_RT_AICORE_EXCEPTION = 507015, ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507006,
     ACLNN_ERR_PARAM_NULLPTR = 161001, ACLNN_ERR_PARAM_INVALID = 161002, ACLNN_ERR_INNER_NULLPTR = 561103,
 };
@@ -398,11 +399,21 @@ static void *worker(void *arg) {
     return NULL;
 }
 
+/* A stream with its worker thread, or NULL (with the error recorded by fail()) when the thread
+ * cannot be started: a handle without a worker would accept launches and then hang every
+ * synchronize, so creation must fail instead. */
 static Stream *new_stream(int device) {
     Stream *s = calloc(1, sizeof *s);
+    if (!s) { fail(ACL_ERROR_RT_FAILURE, "stream creation: out of host memory"); return NULL; }
     s->device = device;
     pthread_cond_init(&s->cv, NULL);
-    pthread_create(&s->th, NULL, worker, s);
+    int rc = pthread_create(&s->th, NULL, worker, s);
+    if (rc) {
+        pthread_cond_destroy(&s->cv);
+        free(s);
+        fail(ACL_ERROR_RT_FAILURE, "stream creation: pthread_create failed with %d (%s)", rc, strerror(rc));
+        return NULL;
+    }
     pthread_mutex_lock(&g_mu);
     reg_add(g_streams, s);
     pthread_mutex_unlock(&g_mu);
@@ -464,7 +475,9 @@ EXPORT aclError aclrtCreateStream(void **stream) {
     int rc = need_device();
     if (rc) return rc;
     if (!stream) return fail(ACL_ERROR_INVALID_PARAM, "aclrtCreateStream: NULL");
-    *stream = new_stream(t_ctx->device);
+    Stream *s = new_stream(t_ctx->device);
+    if (!s) return ACL_ERROR_RT_FAILURE;            /* the message is set; *stream is untouched */
+    *stream = s;
     return ACL_SUCCESS;
 }
 EXPORT aclError aclrtCreateStreamWithConfig(void **stream, uint32_t prio, uint32_t flag) {
@@ -552,7 +565,14 @@ EXPORT aclError aclrtSetDevice(int32_t deviceId) {
         d->total = device_budget();
     }
     pthread_mutex_unlock(&g_mu);
-    if (create) d->ctx->default_stream = new_stream(deviceId);
+    if (create && !(d->ctx->default_stream = new_stream(deviceId))) {
+        pthread_mutex_lock(&g_mu);                  /* undo: the device stays unopened */
+        d->refcount--;
+        free(d->ctx);
+        d->ctx = NULL;
+        pthread_mutex_unlock(&g_mu);
+        return ACL_ERROR_RT_FAILURE;
+    }
     t_ctx = d->ctx;
     return ACL_SUCCESS;
 }
@@ -607,7 +627,10 @@ EXPORT aclError aclrtCreateContext(void **context, int32_t deviceId) {
     if (!d->total) d->total = device_budget();
     Context *c = calloc(1, sizeof *c);
     c->device = deviceId;
-    c->default_stream = new_stream(deviceId);
+    if (!(c->default_stream = new_stream(deviceId))) {
+        free(c);
+        return ACL_ERROR_RT_FAILURE;
+    }
     pthread_mutex_lock(&g_mu);
     reg_add(g_ctxs, c);
     pthread_mutex_unlock(&g_mu);

@@ -25,21 +25,38 @@ from minispore.backend.base import Backend, BackendUnavailableError, DeviceBuffe
 
 from .acl import errors
 from .acl.loader import load_libraries
-from .acl.runtime import D2D, D2H, H2D, AclRuntime
+from .acl.runtime import D2D, D2H, H2D, MAX_REQUEST, AclRuntime, check_nbytes
 from .kernels import build_device_kernels
 
 
 class AclBuffer(DeviceBuffer):
-    """`nbytes` of device memory at `ptr` (an opaque device address: never dereference it)."""
+    """`nbytes` of device memory at `ptr` (an opaque device address: never dereference it).
 
-    __slots__ = ("ptr",)
+    `freed` is set when the buffer goes back to the pool. The pool keeps the memory allocated (and
+    may hand the same address to the next `alloc`), so the runtime - and the emulator - would still
+    accept copies through a stale buffer; the flag is what catches a double free or a use after free.
+    """
+
+    __slots__ = ("ptr", "freed")
 
     def __init__(self, ptr: int, nbytes: int):
         super().__init__(nbytes)
         self.ptr = ptr
+        self.freed = False
 
     def __repr__(self):
-        return f"<AclBuffer {self.nbytes} bytes at {self.ptr:#x}>"
+        state = " (freed)" if self.freed else ""
+        return f"<AclBuffer {self.nbytes} bytes at {self.ptr:#x}{state}>"
+
+
+def _live(buf: AclBuffer, func: str, role: str) -> AclBuffer:
+    """`buf`, or the ACL error a real device would give (at best) for memory that is not allocated.
+    Buffers without the flag (the KBK arenas: raw aclrtMalloc, checked by the runtime) pass."""
+    if getattr(buf, "freed", False):
+        code = errors.MEMORY_FREE if func == "aclrtFree" else errors.RT_PARAM_INVALID
+        what = "was freed already (double free)" if func == "aclrtFree" else "was freed (use after free)"
+        raise errors.AclError(func, code, f"the {role} {buf!r} {what}")
+    return buf
 
 
 class AscendBackend(Backend):
@@ -67,16 +84,20 @@ class AscendBackend(Backend):
 
     # -- memory --------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> AclBuffer:
-        return AclBuffer(self.runtime.pool.alloc(nbytes), int(nbytes))
+        nbytes = check_nbytes(nbytes, limit=MAX_REQUEST)   # -1 or 2**64 + 5 never reach ctypes
+        return AclBuffer(self.runtime.pool.alloc(nbytes), nbytes)
 
     def free(self, buf: AclBuffer) -> None:
-        self.runtime.pool.free(buf.ptr)
+        self.runtime.pool.free(_live(buf, "aclrtFree", "buffer").ptr)
+        buf.freed = True
 
     def free_after_sync(self, buf: AclBuffer, stream) -> None:
         """Return `buf` once `stream` has been synchronized (queued work may still read it)."""
-        self.runtime.pool.free(buf.ptr, stream, deferred=True)
+        self.runtime.pool.free(_live(buf, "aclrtFree", "buffer").ptr, stream, deferred=True)
+        buf.freed = True
 
     def copy_h2d(self, dst: AclBuffer, src: np.ndarray, *, offset: int = 0) -> None:
+        _live(dst, "aclrtMemcpy", "destination")
         src = np.ascontiguousarray(src)
         if src.nbytes:
             self.runtime.memcpy(dst.ptr + offset, dst.nbytes - offset, src.ctypes.data, src.nbytes, H2D)
@@ -93,6 +114,7 @@ class AscendBackend(Backend):
         return t
 
     def copy_d2h(self, dst: np.ndarray, src: AclBuffer, *, offset: int = 0) -> None:
+        _live(src, "aclrtMemcpy", "source")
         if not dst.flags.c_contiguous:
             tmp = np.empty_like(dst, order="C")
             self.copy_d2h(tmp, src, offset=offset)
@@ -102,11 +124,13 @@ class AscendBackend(Backend):
             self.runtime.memcpy(dst.ctypes.data, dst.nbytes, src.ptr + offset, dst.nbytes, D2H)
 
     def copy_d2d(self, dst: AclBuffer, src: AclBuffer, nbytes: int, *, dst_offset: int = 0, src_offset: int = 0) -> None:
+        _live(dst, "aclrtMemcpy", "destination"), _live(src, "aclrtMemcpy", "source")
         if nbytes:
             self.runtime.memcpy(dst.ptr + dst_offset, dst.nbytes - dst_offset, src.ptr + src_offset, nbytes, D2D)
 
     def copy_d2d_async(self, dst, src, stream) -> None:
         """Device-to-device copy of DeviceTensor `src` into `dst`, ordered on `stream`."""
+        _live(dst.buffer, "aclrtMemcpyAsync", "destination"), _live(src.buffer, "aclrtMemcpyAsync", "source")
         self.runtime.memcpy_async(dst.buffer.ptr + dst.offset, dst.buffer.nbytes - dst.offset,
                                   src.buffer.ptr + src.offset, src.nbytes, D2D, stream)
 

@@ -16,17 +16,33 @@ queued work. On out-of-memory the pool releases its cache and retries once befor
 from __future__ import annotations
 
 import ctypes
+import numbers
 import threading
 from collections import defaultdict
 from ctypes import byref, c_float, c_int32, c_size_t, c_uint32, c_void_p
 
-from .errors import REPEAT_INITIALIZE, AclDeviceError, AclOutOfMemoryError, make_checker
+from .errors import INVALID_PARAM, MEMORY_FREE, REPEAT_INITIALIZE, AclDeviceError, AclError, AclOutOfMemoryError, make_checker
 
 ACL_MEM_MALLOC_HUGE_FIRST = 0
 H2D, D2H, D2D = 1, 2, 3
 ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE = 0x1, 0x8
 ACL_HBM_MEM = 1
 BIN = 512                     # pool granularity (a multiple of ACL's 32-byte alignment)
+SIZE_MAX = 2 ** (8 * ctypes.sizeof(c_size_t)) - 1
+# the largest request the pool accepts: rounding it up to a whole bin must still fit a size_t
+MAX_REQUEST = SIZE_MAX - BIN + 1
+
+
+def check_nbytes(nbytes, func: str = "aclrtMalloc", limit: int = SIZE_MAX) -> int:
+    """`nbytes` as an int in [0, limit], checked in Python BEFORE ctypes sees it: ctypes converts
+    -1 to a size_t of 2**64 - 1 and 2**64 + 5 to 5 without complaint, so an unchecked bad size
+    would silently allocate the wrong amount."""
+    if isinstance(nbytes, bool) or not isinstance(nbytes, numbers.Integral):
+        raise AclError(func, INVALID_PARAM, f"the size must be an int number of bytes, got {nbytes!r} "
+                                            f"({type(nbytes).__name__})")
+    if not 0 <= nbytes <= limit:
+        raise AclError(func, INVALID_PARAM, f"the size must be in [0, {limit}] bytes (a size_t), got {int(nbytes)}")
+    return int(nbytes)
 
 
 class AclRuntime:
@@ -79,6 +95,7 @@ class AclRuntime:
 
     # -- raw memory ------------------------------------------------------------------------------------
     def malloc(self, nbytes: int) -> int:
+        nbytes = check_nbytes(nbytes)
         self.bind_thread()
         ptr = c_void_p()
         self.check(self.rt.aclrtMalloc(byref(ptr), nbytes, ACL_MEM_MALLOC_HUGE_FIRST), "aclrtMalloc")
@@ -166,7 +183,7 @@ class MemoryPool:
         return max(BIN, -(-int(nbytes) // BIN) * BIN)
 
     def alloc(self, nbytes: int) -> int:
-        size = self.bin_size(nbytes)
+        size = self.bin_size(check_nbytes(nbytes, limit=MAX_REQUEST))
         with self._lock:
             lst = self.free_blocks.get(size)
             if lst:
@@ -191,7 +208,10 @@ class MemoryPool:
         """Return a block. `deferred=True`: work queued on `stream` may still use it, so it is
         reusable only after that stream is synchronized."""
         with self._lock:
-            size = self.size_of.pop(ptr)
+            size = self.size_of.pop(ptr, None)
+            if size is None:                             # a double free would corrupt the free lists
+                raise AclError("aclrtFree", MEMORY_FREE, f"{ptr!r} is not a live block of the memory pool "
+                                                         f"(freed already, or not allocated by it)")
             self.in_use -= size
             if deferred:
                 self.deferred[stream].append((ptr, size))
