@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..common.errors import OpTypeError, OpValueError
+from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 from ..common.tensor import Tensor
 from .sampling import SamplingParams, check_tokenizer, sample_next
 
@@ -124,7 +124,31 @@ def _finish_check(row, token, params, tokenizer, context_full):
         res.finish_reason = "length"
 
 
+def _check_logits(row, logits):
+    """Refuse logits no token can honestly be drawn from: any NaN or +inf, or no finite value.
+
+    A model whose weights (or activations) hold NaN yields NaN logits; `argmax` then returns
+    token 0 every step and greedy decoding emits the same character until max_new_tokens, with
+    no sign of the cause. One `isfinite` pass over a (vocab,) row per step costs nothing next to
+    the forward. -inf alone is allowed: it is how a caller masks tokens out.
+    """
+    if np.isfinite(logits).all():
+        return
+    step = len(row.result.token_ids)
+    n_nan, n_pinf = int(np.isnan(logits).sum()), int(np.isposinf(logits).sum())
+    if n_nan == 0 and n_pinf == 0 and np.isfinite(logits).any():
+        return
+    what = (f"{n_nan} NaN and {n_pinf} +inf of {logits.size} logits" if n_nan or n_pinf
+            else f"all {logits.size} logits -inf")
+    raise MinisporeRuntimeError(
+        f"For 'generate', the model produced non-finite logits at generation step {step} "
+        f"(token {step + 1} after a {len(row.result.prompt_ids)}-token prompt): {what}. The weights or "
+        f"activations hold NaN/inf (a diverged training run or a damaged checkpoint?); no token can "
+        f"be sampled from them.")
+
+
 def _sample(row, logits, params):
+    _check_logits(row, logits)
     history = row.all_ids() if params.repetition_penalty != 1.0 else None
     return sample_next(logits, params.temperature, params.top_k, row.rng, params.top_p,
                        params.repetition_penalty, history)

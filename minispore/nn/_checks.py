@@ -1,6 +1,7 @@
 """Argument checks shared by the layers. Each raises a minispore error naming the cell."""
 from __future__ import annotations
 
+import math
 import numbers
 
 from ..common.errors import OpTypeError, OpValueError
@@ -30,8 +31,16 @@ def boolean(cell: str, name: str, v) -> bool:
 
 
 def real(cell: str, name: str, v, lo=None, hi=None, lo_open=False, hi_open=False) -> float:
+    """A real hyper-parameter, optionally within [lo, hi] (ends open on request).
+
+    NaN is always refused: it fails no comparison, so it would pass every range test and then
+    poison every number computed from it. +-inf is refused when the argument has a range (a
+    probability, an epsilon, a learning rate); unbounded ones (Hardtanh's min_val) may be infinite.
+    """
     if not isinstance(v, numbers.Real) or isinstance(v, bool):
         raise OpTypeError(cell, f"'{name}' to be a float", f"{type(v).__name__} {v!r}")
+    if math.isnan(v) or (math.isinf(v) and (lo is not None or hi is not None)):
+        raise OpValueError(cell, f"'{name}' as a finite float", repr(v))
     bad = ((lo is not None and (v < lo or (lo_open and v == lo)))
            or (hi is not None and (v > hi or (hi_open and v == hi))))
     if bad:

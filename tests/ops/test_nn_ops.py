@@ -6,6 +6,7 @@ import pytest
 import minispore as ms
 from minispore import Tensor, ops
 from minispore.common import context
+from minispore.common.errors import OpValueError
 
 
 # -------------------------------------------------------------------------------------------------
@@ -62,8 +63,11 @@ def test_dropout_identity_cases_and_p_one():
     x = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
     assert ops.dropout(x, 0.5, training=False) is x
     assert ops.dropout(x, 0.0) is x
+    with pytest.raises(OpValueError, match="dropout"):      # MindSpore: keep_prob = 1 - p must be > 0
+        ops.dropout(x, 1.0)
+    x4 = Tensor(np.ones((2, 3, 2, 2), np.float32))
     state = context.get_rng_state()
-    np.testing.assert_array_equal(ops.dropout(x, 1.0).asnumpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal(ops.dropout2d(x4, 1.0).asnumpy(), np.zeros((2, 3, 2, 2)))
     assert context.get_rng_state() != state                # p=1 still draws (keeps streams aligned)
 
 

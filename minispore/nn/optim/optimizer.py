@@ -23,6 +23,7 @@ for half-precision parameters, and write back into each parameter's storage.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -82,14 +83,21 @@ class _FixedLearningRate(LearningRateSchedule):
 
 
 def _is_real(v):
-    return isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, bool)
+    """A finite real number. NaN and +-inf are never meaningful hyper-parameters, and a NaN slips
+    through every range test (`nan < 0` is False), then turns every weight into NaN at the first
+    step: refusing them here, at construction, is what every optimizer's checks build on."""
+    return (isinstance(v, (numbers.Real, np.floating, np.integer)) and not isinstance(v, bool)
+            and math.isfinite(v))
 
 
 def float_arg(cell: str, name: str, v, lo=None, lo_open=False, hi=None, hi_open=False) -> float:
     """A hyper-parameter MindSpore requires to be a Python float (`validator.check_value_type(name,
-    v, [float])`): `momentum=1` or `decay=True` is a type error there, so it is one here too."""
+    v, [float])`): `momentum=1` or `decay=True` is a type error there, so it is one here too.
+    NaN and +-inf are refused whatever the range (see `_is_real`)."""
     if not isinstance(v, (float, np.floating)):
         raise OpTypeError(cell, f"'{name}' to be a float", f"{type(v).__name__} {v!r}")
+    if not math.isfinite(v):
+        raise OpValueError(cell, f"'{name}' as a finite float", repr(v))
     bad = ((lo is not None and (v < lo or (lo_open and v == lo)))
            or (hi is not None and (v > hi or (hi_open and v == hi))))
     if bad:
@@ -106,7 +114,7 @@ class Optimizer(Cell):
         name = type(self).__name__
         parameters = self._check_param_list(parameters)
         if not _is_real(loss_scale) or loss_scale <= 0:
-            raise OpValueError(name, "loss_scale > 0", repr(loss_scale))
+            raise OpValueError(name, "loss_scale > 0 (finite)", repr(loss_scale))
         self.loss_scale = float(loss_scale)
         weight_decay = self._check_weight_decay(weight_decay)
         self.dynamic_lr = False
@@ -177,19 +185,19 @@ class Optimizer(Cell):
 
     def _check_weight_decay(self, wd):
         if not _is_real(wd) or wd < 0:
-            raise OpValueError(type(self).__name__, "weight_decay >= 0 (a float)", repr(wd))
+            raise OpValueError(type(self).__name__, "weight_decay >= 0 (a finite float)", repr(wd))
         return float(wd)
 
     def _preprocess_lr(self, lr):
         """float -> float; 0-d Tensor -> float; list / 1-d Tensor / schedule -> dynamic."""
         name = type(self).__name__
-        if _is_real(lr):
-            if lr < 0:
-                raise OpValueError(name, "learning_rate >= 0", repr(lr))
+        if isinstance(lr, (numbers.Real, np.floating, np.integer)) and not isinstance(lr, bool):
+            if not math.isfinite(lr) or lr < 0:
+                raise OpValueError(name, "learning_rate as a finite float >= 0", repr(lr))
             return float(lr)
         if isinstance(lr, Tensor) and lr.ndim == 0:
-            if float(lr.item()) < 0:
-                raise OpValueError(name, "learning_rate >= 0", repr(float(lr.item())))
+            if not math.isfinite(float(lr.item())) or float(lr.item()) < 0:
+                raise OpValueError(name, "learning_rate as a finite float >= 0", repr(float(lr.item())))
             return float(lr.item())
         if isinstance(lr, LearningRateSchedule):
             self.dynamic_lr = True
@@ -205,8 +213,8 @@ class Optimizer(Cell):
         else:
             raise OpTypeError(name, "learning_rate as a float, Tensor, list or LearningRateSchedule",
                               type(lr).__name__)
-        if arr.size == 0 or np.any(arr < 0):
-            raise OpValueError(name, "a non-empty list of learning rates >= 0", repr(arr.tolist()[:8]))
+        if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+            raise OpValueError(name, "a non-empty list of finite learning rates >= 0", repr(arr.tolist()[:8]))
         self.dynamic_lr = True
         return arr
 

@@ -42,9 +42,23 @@ def _generator(seed):
     return gen
 
 
+def _drop_rate(op, p, allow_one):
+    """The drop probability as a float, refused unless finite and in range.
+
+    A NaN compares False with every bound, so a plain `lo <= p <= hi` test lets it through and
+    `random() >= nan` keeps nothing while 1 / (1 - nan) scales by NaN: all-NaN output, no error.
+    `dropout` needs p < 1 (MindSpore: keep_prob = 1 - p must be in (0, 1]; p = 1 would zero
+    everything and scale by 1 / 0); `dropout2d` accepts p = 1 (all planes zeroed), as MindSpore does.
+    """
+    p = C.float_attr(op, "p", p)
+    if not (0.0 <= p < 1.0 or (allow_one and p == 1.0)):
+        raise C.OpValueError(op, f"'p' as a finite float in [0, 1{']' if allow_one else ')'}", repr(p))
+    return p
+
+
 def _dropout_infer(x, p, seed):
     N.floating("dropout", "input", x)
-    C.float_attr("dropout", "p", p, lo=0.0, hi=1.0)
+    _drop_rate("dropout", p, allow_one=True)      # the primitive also serves dropout2d's p = 1
     return AbstractTensor(x.shape, x.dtype), AbstractTensor(x.shape, mstype.bool_)
 
 
@@ -72,11 +86,11 @@ _dropout = defprim("dropout", _dropout_infer, _dropout_kernel, _dropout_bprop,
 def dropout(input, p=0.5, training=True, seed=None):
     """`ops.dropout(input, p=0.5, training=True, seed=None)`.
 
-    Each element is zeroed with probability `p` and the rest scaled by 1 / (1 - p). With
-    `training=False` (or p=0) the input is returned unchanged.
+    Each element is zeroed with probability `p` (a finite float in [0, 1)) and the rest scaled by
+    1 / (1 - p). With `training=False` (or p=0) the input is returned unchanged.
     """
     N.floating("dropout", "input", input)
-    p = C.float_attr("dropout", "p", p, lo=0.0, hi=1.0)
+    p = _drop_rate("dropout", p, allow_one=False)
     if seed is not None and (not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0):
         raise C.OpValueError("dropout", "'seed' as None or a non-negative int", repr(seed))
     if not isinstance(training, bool):
@@ -100,7 +114,7 @@ def dropout2d(input, p=0.5, training=True):
     N.floating(op, "input", input)
     if len(input.shape) != 4:
         raise C.OpValueError(op, "'input' of rank 4 (N, C, H, W)", f"shape {tuple(input.shape)}")
-    p = C.float_attr(op, "p", p, lo=0.0, hi=1.0)
+    p = _drop_rate(op, p, allow_one=True)
     if not isinstance(training, bool):
         raise C.OpTypeError(op, "'training' to be a bool", repr(training))
     if not training or p == 0.0:
