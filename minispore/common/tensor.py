@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from . import dtype as mstype
-from .errors import OpTypeError, OpValueError
+from .errors import OpIndexError, OpTypeError, OpValueError
 
 
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(1 << 63), (1 << 63) - 1, (1 << 64) - 1
@@ -63,6 +63,24 @@ def _sequence_array(data, dtype):
     elif arr.dtype == np.float64 and dtype is None:
         arr = arr.astype(np.float32)       # Python floats default to float32, as in MindSpore
     return arr
+
+
+def _shape_arg(shape) -> tuple:
+    """The constructor's `shape=` as a tuple of non-negative Python ints. NumPy integers and 1-d
+    integer arrays are accepted (as in ops); -1 (MindSpore's dynamic-shape placeholder) is not:
+    minispore tensors always hold data, so every size must be known."""
+    if isinstance(shape, np.ndarray) and shape.dtype.kind in "iu" and shape.ndim <= 1:
+        shape = shape.tolist()
+    if isinstance(shape, (numbers.Integral, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, (bool, np.bool_)) for s in shape):
+        raise OpTypeError("Tensor", "'shape' as a tuple of ints", f"{type(shape).__name__} {shape!r}")
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+        raise OpValueError("Tensor", "'shape' with non-negative sizes (minispore has no dynamic "
+                           "shapes, so -1 is not a placeholder here)", repr(shape))
+    return shape
 
 
 def _to_array(data, dtype, copy=True):
@@ -116,6 +134,8 @@ class Tensor:
     __array_priority__ = 100          # so ndarray + Tensor defers to Tensor.__radd__
 
     def __init__(self, input_data=None, dtype=None, shape=None, init=None, const_arg=False, device=None):
+        if shape is not None:
+            shape = _shape_arg(shape)
         if input_data is None:
             if init is not None:
                 # lazy initializer object from minispore.common.initializer
@@ -126,7 +146,7 @@ class Tensor:
                 raise OpValueError("Tensor", "input_data, or shape (with optional init)", "neither")
         else:
             arr = _to_array(input_data, dtype)
-            if shape is not None and tuple(arr.shape) != tuple(shape):
+            if shape is not None and tuple(arr.shape) != shape:
                 raise OpValueError("Tensor", f"data of shape {tuple(shape)}", f"shape {arr.shape}")
         self._data = arr
         self._node = None
@@ -184,7 +204,23 @@ class Tensor:
                 raise OpValueError("Tensor.item", "a tensor with exactly one element",
                                    f"shape {self.shape}")
             return self._data.reshape(()).item()
-        return self._data.item(index)
+        # MindSpore 2.3's item(index): a flat int index, or a tuple with one int per dimension
+        size, shape = self._data.size, self._data.shape
+        if isinstance(index, (numbers.Integral, np.integer)) and not isinstance(index, (bool, np.bool_)):
+            if not -size <= index < size:
+                raise OpIndexError("Tensor.item", f"a flat index in [{-size}, {size})",
+                                   f"{int(index)} for a tensor of shape {shape}")
+            return self._data.item(int(index) % size)
+        if isinstance(index, tuple) and len(index) == len(shape) and all(
+                isinstance(i, (numbers.Integral, np.integer)) and not isinstance(i, (bool, np.bool_))
+                for i in index):
+            for i, (k, n) in enumerate(zip(index, shape)):
+                if not -n <= k < n:
+                    raise OpIndexError("Tensor.item", f"index[{i}] in [{-n}, {n})",
+                                       f"{int(k)} for a tensor of shape {shape}")
+            return self._data.item(tuple(int(k) % n for k, n in zip(index, shape)))
+        raise OpTypeError("Tensor.item", f"None, an int, or a tuple of {len(shape)} ints as 'index'",
+                          f"{type(index).__name__} {index!r}")
 
     def tolist(self):
         return self._data.tolist()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from ..common import dtype as mstype
 from ..common.errors import OpIndexError, OpTypeError, OpValueError
 from ..common.tensor import Tensor
@@ -50,7 +52,33 @@ def integer(op: str, arg: str, x):
     return x
 
 
+def plain_ints(v):
+    """Integer-like attribute values in the plain Python form inference rules and kernels read.
+
+    MindSpore accepts NumPy integer scalars (`np.int64(0)`, what indexing a NumPy array gives)
+    wherever it accepts an int, and minispore also takes a 1-d integer ndarray wherever a tuple of
+    ints goes (axes, shapes, sizes). Kernels compare attributes with `==` and test them for
+    truth, which NumPy values answer elementwise, so functional wrappers pass their int/tuple
+    arguments through here before they become attributes: np.integer -> int, a list or 1-d integer
+    ndarray -> a tuple (its NumPy-integer items -> int). Anything else (bools, floats, float
+    arrays, strings) comes back unchanged for the validation helpers below to reject by name.
+    """
+    t = type(v)
+    if t is int or v is None:                       # the common case costs one type check
+        return v
+    if t is tuple or t is list:
+        if all(type(a) is int for a in v):
+            return v if t is tuple else tuple(v)
+        return tuple(int(a) if isinstance(a, np.integer) else a for a in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.ndim <= 1:
+        return v.tolist() if v.ndim == 0 else tuple(v.tolist())
+    return v
+
+
 def int_attr(op: str, arg: str, v, minimum=None):
+    v = plain_ints(v)
     if not isinstance(v, numbers.Integral) or isinstance(v, bool):
         raise OpTypeError(op, f"'{arg}' to be an int", f"{type(v).__name__} {v!r}")
     if minimum is not None and v < minimum:
@@ -67,7 +95,8 @@ def float_attr(op: str, arg: str, v, lo=None, hi=None):
 
 
 def axis(op: str, ax, ndim: int) -> int:
-    """Normalize one axis into [0, ndim)."""
+    """Normalize one axis into [0, ndim). NumPy integers count as ints; bools do not."""
+    ax = plain_ints(ax)
     if not isinstance(ax, numbers.Integral) or isinstance(ax, bool):
         raise OpTypeError(op, "'axis' to be an int", f"{type(ax).__name__} {ax!r}")
     n = max(ndim, 1)
@@ -77,7 +106,9 @@ def axis(op: str, ax, ndim: int) -> int:
 
 
 def axes(op: str, ax, ndim: int) -> tuple:
-    """Normalize None / int / sequence of ints into a sorted tuple of axes (None = all)."""
+    """Normalize None / int / sequence of ints (or a 1-d integer ndarray) into a sorted tuple of
+    axes (None = all)."""
+    ax = plain_ints(ax)
     if ax is None or (isinstance(ax, (tuple, list)) and len(ax) == 0):
         return tuple(range(ndim))
     if isinstance(ax, (tuple, list)):
@@ -89,6 +120,9 @@ def axes(op: str, ax, ndim: int) -> tuple:
 
 
 def shape_arg(op: str, shape) -> tuple:
+    """A shape as a tuple of Python ints: an int, a tuple/list of ints or a 1-d integer ndarray
+    (NumPy integer items allowed); bools and floats are rejected."""
+    shape = plain_ints(shape)
     if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         return (int(shape),)
     if not isinstance(shape, (tuple, list)) or not all(

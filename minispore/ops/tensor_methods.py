@@ -122,6 +122,8 @@ def _shape_args(name, args, kwargs, key="shape"):
         args = (kwargs[key],)
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    elif len(args) == 1 and isinstance(args[0], np.ndarray) and args[0].dtype.kind in "iu" and args[0].ndim == 1:
+        args = tuple(args[0].tolist())              # a 1-d integer array stands for a tuple, as in ops
     elif len(args) == 1 and isinstance(args[0], Tensor):
         args = tuple(int(v) for v in args[0].asnumpy().reshape(-1))
     if not all(_is_int(a) or isinstance(a, Tensor) and a.size == 1 for a in args):

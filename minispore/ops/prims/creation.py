@@ -163,7 +163,13 @@ _linspace = defprim("linspace", _linspace_infer,
 def linspace(start, end, steps):
     """`ops.linspace(start, end, steps)`: `steps` evenly spaced Float32 values from start to end."""
     if isinstance(steps, Tensor):
-        steps = int(steps)
+        # MindSpore takes a 0-d int32/int64 Tensor here; a float one (inf, nan, 2.5) has no count
+        if steps.size != 1 or steps.dtype.kind not in ("int", "uint"):
+            raise C.OpTypeError("linspace", "'steps' to be an int or a one-element integer Tensor",
+                                f"Tensor(shape={tuple(steps.shape)}, dtype={steps.dtype})")
+        steps = int(steps.item())
+    else:
+        steps = C.plain_ints(steps)
     return _linspace(start=float(_number("linspace", "start", start)), end=float(_number("linspace", "end", end)),
                      steps=steps)
 

@@ -65,7 +65,7 @@ def _binary_infer(name, out_dtype=None, float_result=False):
     return infer
 
 
-def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False):
+def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False, numeric_only=False):
     by_np = mstype._BY_NP
 
     def infer(x):
@@ -81,6 +81,11 @@ def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False):
                 dt = mstype.float32
             else:
                 raise C.OpTypeError(name, "a floating-point input", str(dt))
+        if numeric_only and dt is mstype.bool_:
+            # MindSpore has no Bool kernel for these (and -True has no Bool answer): say so here,
+            # rather than letting NumPy's "boolean negative is not supported" surface.
+            raise C.OpTypeError(name, "a numeric (integer or floating-point) input; use "
+                                "logical_not for Bool tensors", str(dt))
         return AbstractTensor(shape, out_dtype or dt)
     return infer
 
@@ -346,8 +351,9 @@ eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_eq
 
 # ------------------------------------------------------------------------------------------------
 # unary math
-def _unary(name, kernel, bprop, float_only=False, int_to_float=False, doc=""):
-    return defprim(name, _unary_infer(name, float_only=float_only, int_to_float=int_to_float),
+def _unary(name, kernel, bprop, float_only=False, int_to_float=False, numeric_only=False, doc=""):
+    return defprim(name, _unary_infer(name, float_only=float_only, int_to_float=int_to_float,
+                                      numeric_only=numeric_only),
                    kernel, bprop, doc=doc)
 
 
@@ -358,9 +364,9 @@ def _quiet(fn):
     return k
 
 
-_neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), doc="-x")
+_neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), numeric_only=True, doc="-x")
 _abs = _unary("abs", np.abs, lambda i, o, d: (mul(d, sign(i[0])),), doc="|x|")
-_sign = _unary("sign", np.sign, None, doc="sign(x)")
+_sign = _unary("sign", np.sign, None, numeric_only=True, doc="sign(x)")
 _exp = _unary("exp", _quiet(np.exp), lambda i, o, d: (mul(d, o),), float_only=True, int_to_float=True)
 _log = _unary("log", _quiet(np.log), lambda i, o, d: (div(d, i[0]),), float_only=True, int_to_float=True)
 _sqrt = _unary("sqrt", _quiet(np.sqrt), lambda i, o, d: (div(d, mul(o, 2.0)),), float_only=True, int_to_float=True)

@@ -401,6 +401,8 @@ def _gather_elements_infer(x, dim, index):
 
 
 def _gather_elements_kernel(x, index, dim):
+    if x.ndim == 0:                 # 0-d: the one element, addressed as index 0 (or -1) of a 1-vector
+        return _gather_elements_kernel(x.reshape(1), index.reshape(1), 0).reshape(())
     dim %= x.ndim
     _check_range("gather_elements", index, x.shape[dim], allow_negative=True)
     return np.take_along_axis(x[_region(index.shape, dim)], index, axis=dim)
@@ -412,6 +414,8 @@ def _gather_elements_bprop(inputs, out, dout, dim):
 
 
 def _gather_elements_grad_kernel(dout, index, dim, shape):
+    if not shape:
+        return _gather_elements_grad_kernel(dout.reshape(1), index.reshape(1), 0, (1,)).reshape(())
     dim %= len(shape)
     z = np.zeros(shape, dtype=dout.dtype)
     np.add.at(z, _elements_grid(index, dim), dout)
@@ -431,15 +435,17 @@ _gather_elements_grad = defprim(
 def gather_elements(input, dim, index):
     """`ops.gather_elements(input, dim, index)`: `out[i][j] = input[index[i][j]][j]` for dim=0, etc.
     `index` has input's rank; its other dims may be smaller than input's."""
-    return _gather_elements(input, index, dim=dim)
+    return _gather_elements(input, index, dim=C.plain_ints(dim))
 
 
 def gather_d(x, dim, index):
     """`ops.gather_d(x, dim, index)`: the same as gather_elements."""
-    return _gather_elements(x, index, dim=dim)
+    return _gather_elements(x, index, dim=C.plain_ints(dim))
 
 
 def _scatter_infer(x, index, src, axis):
+    if isinstance(x, _TENSOR) and not x.shape:      # as MindSpore's Scatter kernel: rank >= 1
+        raise C.OpValueError("scatter", "'input' with at least 1 dimension", "a 0-d tensor")
     _elements_check("scatter", x, axis, index)
     C.tensor_or_scalar("scatter", "src", src)
     if isinstance(src, _TENSOR) and tuple(src.shape) != tuple(index.shape):
@@ -476,7 +482,7 @@ def scatter(input, axis, index, src):
     """`ops.scatter(input, axis, index, src)`: a copy of `input` with, for axis=0,
     `out[index[i][j]][j] = src[i][j]`. `src` has index's shape (or is a number). With repeated
     positions, which write wins is unspecified (as in MindSpore)."""
-    return _scatter(input, index, src, axis=axis)
+    return _scatter(input, index, src, axis=C.plain_ints(axis))
 
 
 # ------------------------------------------------------------------------------------------------

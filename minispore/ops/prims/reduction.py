@@ -83,11 +83,8 @@ _mean = defprim("reduce_mean", _reduce_infer("reduce_mean", float_result=True), 
 
 
 def _norm_axis(axis):
-    if axis is None:
-        return ()
-    if isinstance(axis, list):
-        return tuple(axis)
-    return axis
+    """None / int / list / tuple (NumPy integers too) -> the attribute form (() = all axes)."""
+    return () if axis is None else C.plain_ints(axis)
 
 
 def reduce_sum(input, axis=(), keep_dims=False):

@@ -47,11 +47,7 @@ def bool_arg(op, arg, v):
 
 def _axis_attr(axis):
     """None / int / list / tuple -> the attribute form inference and kernels read (() = all axes)."""
-    if axis is None:
-        return ()
-    if isinstance(axis, list):
-        return tuple(axis)
-    return axis
+    return () if axis is None else C.plain_ints(axis)
 
 
 def _np_axes(axis, ndim):
@@ -651,8 +647,7 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     * dim a 2-tuple (or None with a 2-D input): a matrix norm, see `matrix_norm`.
     """
     C.tensor("norm", "A", A)
-    if isinstance(dim, list):
-        dim = tuple(dim)
+    dim = C.plain_ints(dim)
     if isinstance(dim, tuple) and len(dim) == 1:
         dim = dim[0]
     if ord is None:

@@ -144,10 +144,9 @@ def cummin(input, axis):
 # ------------------------------------------------------------------------------------------------
 # count_nonzero / nansum (compositions)
 def _axis_tuple(op, axis, ndim):
+    axis = C.plain_ints(axis)
     if axis is None or axis == ():
         return tuple(range(ndim))
-    if isinstance(axis, list):
-        axis = tuple(axis)
     return C.axes(op, axis, ndim)
 
 

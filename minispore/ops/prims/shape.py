@@ -71,9 +71,8 @@ _reshape = defprim("reshape", _reshape_infer, lambda a, shape: a.reshape(shape),
 
 def reshape(input, shape):
     """`input` with a new shape (one dimension may be -1)."""
-    if isinstance(shape, list):
-        shape = tuple(shape)
-    if isinstance(input, Tensor) and input.shape == shape:
+    shape = C.plain_ints(shape)
+    if isinstance(input, Tensor) and type(shape) is tuple and input.shape == shape:
         return input
     return _reshape(input, shape=shape)
 
@@ -84,6 +83,13 @@ def _broadcast_to_infer(x, shape):
     if len(shape) < len(x.shape):
         raise C.OpValueError("broadcast_to", f"a target shape with at least {len(x.shape)} dims", repr(shape))
     lead = len(shape) - len(x.shape)
+    # MindSpore: -1 means "keep the input's size there", so it is only meaningful where the input
+    # has that dimension (the trailing len(x.shape) entries). A new leading dimension has no size
+    # to keep: a -1 there (or any other negative entry) is an error, not a -1 left in the shape.
+    for i, t in enumerate(shape):
+        if t < -1 or (t == -1 and i < lead):
+            raise C.OpValueError("broadcast_to", f"sizes >= 0, or -1 (keep the size) only in the last {len(x.shape)}"
+                                 f" entries, where the {len(x.shape)}-d input has dims", f"{t} at index {i} of {shape}")
     full = list(shape)
     for i, s in enumerate(x.shape):
         t = shape[lead + i]
@@ -144,7 +150,7 @@ _transpose = defprim("transpose", _transpose_infer, lambda a, perm: np.transpose
 
 def transpose(input, input_perm):
     """`ops.transpose(input, input_perm)`: permute dimensions."""
-    return _transpose(input, perm=input_perm if not isinstance(input_perm, list) else tuple(input_perm))
+    return _transpose(input, perm=C.plain_ints(input_perm))
 
 
 def permute(input, dims):

@@ -42,21 +42,22 @@ def _squeeze_infer(x, axis):
     if axis is None:
         return AbstractTensor(tuple(s for s in shape if s != 1), x.dtype)
     axes = C.axes("squeeze", axis, len(shape))
+    if not shape:                   # a 0-d input: axis 0 / -1 name its one implicit size-1 dim
+        return AbstractTensor((), x.dtype)
     for a in axes:
         if shape[a] != 1:
             raise C.OpValueError("squeeze", f"axis {a} to have size 1", f"size {shape[a]} (input shape {shape})")
     return AbstractTensor(tuple(s for i, s in enumerate(shape) if i not in axes), x.dtype)
 
 
-_squeeze = defprim("squeeze", _squeeze_infer, lambda a, axis: np.squeeze(a, axis),
+_squeeze = defprim("squeeze", _squeeze_infer, lambda a, axis: np.squeeze(a, axis) if a.ndim else a.view(),
                    _back_to_shape, doc="remove size-1 dims (a view)")
 
 
 def squeeze(input, axis=None):
     """`ops.squeeze(input, axis=None)`: remove the size-1 dims (all of them, or those in `axis`;
     naming a dim whose size is not 1 is an error, as in MindSpore)."""
-    if isinstance(axis, list):
-        axis = tuple(axis)
+    axis = C.plain_ints(axis)
     return _squeeze(input, axis=axis)
 
 
@@ -352,8 +353,7 @@ _tile = defprim("tile", _tile_infer, lambda a, reps: np.tile(a, reps), _tile_bpr
 def tile(input, dims):
     """`ops.tile(input, dims)`: repeat `input` dims[i] times along dim i (shorter `dims` get leading
     1s; a longer one gives the input leading size-1 dims)."""
-    if isinstance(dims, list):
-        dims = tuple(dims)
+    dims = C.plain_ints(dims)
     return _tile(input, reps=dims)
 
 
@@ -431,6 +431,8 @@ def _flip_infer(x, dims):
     C.tensor("flip", "input", x)
     if not isinstance(dims, tuple):
         raise C.OpTypeError("flip", "'dims' as a tuple or list of ints", type(dims).__name__)
+    if not x.shape:                 # MindSpore's ReverseV2 rejects rank 0 whatever `dims` is
+        raise C.OpValueError("flip", "an input with at least 1 dimension", "a 0-d tensor")
     C.axes("flip", dims, len(x.shape))
     return AbstractTensor(x.shape, x.dtype)
 
@@ -441,9 +443,8 @@ _flip = defprim("flip", _flip_infer, lambda a, dims: np.flip(a, dims),
 
 def flip(input, dims):
     """`ops.flip(input, dims)`: reverse the order of entries along each dim in `dims`."""
-    if isinstance(dims, list):
-        dims = tuple(dims)
-    elif _is_int(dims):
+    dims = C.plain_ints(dims)
+    if _is_int(dims):
         dims = (dims,)
     return _flip(input, dims=dims)
 
