@@ -27,6 +27,7 @@ is accepted and, as on MindSpore's CPU backend, silently runs the normal (non-si
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import numbers
 
@@ -38,6 +39,8 @@ from ..ops._check import int_attr
 from .callback import Callback, RunContext, TimeMonitor, _CallbackManager, _InternalCallbackParam
 from .callback import __all__ as _INTERNAL_CALLBACKS
 from .metrics import Loss, get_metric_fn, get_metrics
+
+_MODEL_TOKENS = itertools.count(1)      # see Model._check_reuse_dataset
 
 logger = logging.getLogger("minispore")
 
@@ -224,13 +227,16 @@ class Model:
                                    f"{name} defining {sorted(old)}")
 
     def _check_reuse_dataset(self, dataset):
+        # MindSpore stores hash(self), an address a later Model can reuse once this one is freed;
+        # a token drawn once per Model is never reused, so the refusal does not depend on the GC
+        token = self.__dict__.setdefault("_owner_token", next(_MODEL_TOKENS))
         owner = getattr(dataset, "__model_hash__", None)
         if owner is None:
             try:
-                dataset.__model_hash__ = hash(self)
+                dataset.__model_hash__ = token
             except AttributeError:
                 return
-        elif owner != hash(self):
+        elif owner != token:
             raise MinisporeRuntimeError("Model.train: the dataset object was already used by another Model's "
                                         "train(); create a new dataset")
 
