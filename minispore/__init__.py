@@ -1,6 +1,6 @@
 """minispore: a readable NumPy re-implementation of MindSpore 2.3's ideas.
 
-Layers (DESIGN.md §2): common -> ops -> backend -> autograd -> graph -> jit -> nn -> train/llm -> cli.
+Layers (ARCHITECTURE.md §2): common -> ops -> backend -> autograd -> graph -> jit -> nn -> train/llm -> cli.
 """
 __version__ = "0.1.0"
 

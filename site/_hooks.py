@@ -2,7 +2,7 @@
 
 Two small jobs, both so that the sources can live where a reader expects them:
 
-1. The notebooks live in the top-level `tutorials/` folder (DESIGN.md's tree), but MkDocs only
+1. The notebooks live in the top-level `tutorials/` folder (ARCHITECTURE.md's tree), but MkDocs only
    renders files inside `docs_dir` (`site/`). `on_files` adds every `tutorials/*.ipynb` to the
    site's file collection as if it were `site/tutorials/<name>.ipynb`, so mkdocs-jupyter renders it.
    No copy and no symlink: a fresh clone on any OS builds the same site.

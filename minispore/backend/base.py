@@ -1,5 +1,5 @@
-"""The Backend interface a device plugin implements (DESIGN.md §1: "each backend supplies a kernel
-for every primitive, or falls back explicitly").
+"""The Backend interface a device plugin implements (ARCHITECTURE.md §1: a backend supplies a kernel
+for a primitive, or falls back to the CPU one explicitly).
 
 A backend is one object, registered under a name ("CPU", "Ascend", "Toy", ...), that offers five
 things. Everything below is the contract a plugin relies on; `minispore/backend/cpu.py` is the

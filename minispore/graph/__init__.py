@@ -1,4 +1,4 @@
-"""Graph mode: one IR, capture modes, verification, execution (DESIGN.md §3).
+"""Graph mode: one IR, capture modes, verification, execution (ARCHITECTURE.md §3).
 
 Read in this order:
 

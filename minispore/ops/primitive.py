@@ -1,4 +1,4 @@
-"""The primitive registry — the one place an operation is defined (DESIGN.md §1).
+"""The primitive registry — the one place an operation is defined (ARCHITECTURE.md §1).
 
 A `Primitive` bundles:
 
