@@ -104,7 +104,15 @@ def atomic_write_bytes(path: str, data: bytes, mode: int | None = READ_ONLY) -> 
 
 
 def rmtree(path: str) -> None:
-    """`shutil.rmtree` that also deletes read-only files (needed on Windows; harmless elsewhere)."""
+    """`shutil.rmtree` that also deletes read-only files (needed on Windows; harmless elsewhere).
+
+    A symlink is removed itself, never followed: deleting a `.trash-*` entry that is a link into
+    another directory must not delete what it points to (shutil.rmtree would refuse it instead).
+    """
+    if os.path.islink(path):
+        os.remove(path)
+        return
+
     def _retry(func, p, _exc):
         _make_writable(p)
         func(p)

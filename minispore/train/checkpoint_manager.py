@@ -1,15 +1,16 @@
-"""Training-state checkpoints that survive crashes, Ctrl-C and config mistakes.
+"""Training-state checkpoints that survive crashes, Ctrl-C, config mistakes and tampering.
 
 `save_checkpoint` stores weights. Resuming training *bit for bit* needs more: the optimizer's state
 (Adam moments, step counter), the random-number generator, where the data sampler is, and the
 config the run was started with. `CheckpointManager` keeps all of it together:
 
-    out/
+    out/                    the run directory
       ckpt-000250/
         model.safetensors   net + optimizer Parameters under their MindSpore names
                             (`blocks.0.attn.wq.weight`, `adam_m.blocks.0.attn.wq.weight`, `global_step`)
         state.json          step, RNG state, sampler state, config, extra_state, minispore version,
-                            the sha256 of model.safetensors and the name/dtype/shape of every tensor
+                            the sha256 of model.safetensors, the name/dtype/shape of every tensor,
+                            and the sha256 of all of that (`state_sha256`)
       ckpt-000500/
       latest                the text "ckpt-000500": the newest complete checkpoint
 
@@ -23,9 +24,39 @@ Why a save can never leave a broken `latest`:
    one is never mistaken for a checkpoint).
 
 A crash at any point leaves `latest` naming a complete checkpoint (the old one or the new one), and
-stray `.tmp-*`/`.trash-*` directories that the next save removes. Loading verifies the sha256, the
-tensor names, dtypes and shapes, and (optionally) that the config matches, *before* touching the
-network, so a failed load leaves the model unchanged. One process writes to a directory at a time.
+stray `.tmp-*`/`.trash-*` directories that the next save removes. One process writes to a
+directory at a time.
+
+The checksum manifest (format_version 2). One chain of sha256 sums covers the whole checkpoint:
+
+* `state.json["model_sha256"]` is the sha256 of the bytes of model.safetensors, and
+  `state.json["tensors"]` lists the name, dtype and shape of every tensor in it;
+* `state.json["state_sha256"]` is the sha256 of the *canonical form* of every other field of
+  state.json: `json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+  allow_nan=True)` encoded as ASCII. So the config (the model's `norm_eps`, `rope_theta`,
+  `max_seq_len`, the tokenizer's characters), the RNG and sampler state, the extra state, the
+  tensor list and `model_sha256` itself are all covered, and through `model_sha256` the weights.
+
+The checksum sits inside the file it covers, which is why it is taken over the parsed content in
+a canonical form rather than over the file's bytes: re-indenting state.json changes nothing, any
+changed value (an edit, a flipped bit that still parses) is refused. It detects damage and edits,
+not an attacker: whoever can edit the file can recompute the sum. A checkpoint written before the
+manifest (format_version 1, no `state_sha256`) still loads, with a warning that its metadata is
+unverified (its weights are still checked against its `model_sha256`); a format_version 2 file
+without `state_sha256` is refused.
+
+A checkpoint is read as untrusted input:
+
+* a checkpoint directory must resolve inside the run directory that holds it: a `ckpt-NNNNNN`
+  symlink to another run is never counted (not as the newest, not for pruning) and is refused when
+  named; `state.json` and `model.safetensors` must be regular files inside the checkpoint
+  directory;
+* every file is opened through `common.untrusted_files` (a FIFO `latest` cannot block, a
+  symlink to `/dev/zero` is refused, state.json is size- and depth-capped) and the weights are read
+  once, hashed and decoded from that same buffer (`serialization.read_checkpoint_bytes`);
+* everything is validated -- checksums, tensor names, dtypes, shapes, the config if given, the
+  RNG state -- before anything is modified; then sampler, RNG and Parameters are changed together,
+  and if any of that fails half-way, all of them are put back (`serialization.assign_all`).
 """
 from __future__ import annotations
 
@@ -44,17 +75,22 @@ import time
 
 import numpy as np
 
-from ..common import context
+import warnings
+
+from ..common import context, untrusted_files
 from ..common.errors import MinisporeError, OpTypeError, OpValueError
+from . import safetensors_codec
 from .atomic_io import READ_ONLY, atomic_write_bytes, fsync_dir, rmtree
-from .serialization import CheckpointError, _is_cell, read_checkpoint_items, save_checkpoint
+from .serialization import (CheckpointError, _is_cell, assign_validated, read_checkpoint_bytes, save_checkpoint,
+                            validate_all)
 
 logger = logging.getLogger("minispore")
 
 MODEL_FILE = "model.safetensors"
 STATE_FILE = "state.json"
 LATEST_FILE = "latest"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2               # 2: state.json carries state_sha256 (1: model_sha256 only)
+MAX_POINTER_BYTES = 256          # `latest` holds a name of about 12 characters
 _CKPT_DIR = re.compile(r"^ckpt-(\d+)$")
 
 
@@ -213,12 +249,21 @@ def _named_parameters(net, optimizer):
     return collect(net, "net"), collect(optimizer, "optimizer")
 
 
-def _sha256(path) -> str:
+def _sha256_of_file(path) -> str:
+    """sha256 of a file this process has just written (streamed, never read whole)."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    f, _ = untrusted_files.open_regular(path, "the checkpoint being saved")
+    with f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def canonical_state_sha256(state: dict) -> str:
+    """The `state_sha256` of a state.json: sha256 of the canonical JSON of every other field."""
+    body = {k: v for k, v in state.items() if k != "state_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
 def _list_names(names, limit=8):
@@ -227,18 +272,60 @@ def _list_names(names, limit=8):
     return ", ".join(names[:limit]) + more
 
 
-def _is_complete(path) -> bool:
-    return os.path.isfile(os.path.join(path, MODEL_FILE)) and os.path.isfile(os.path.join(path, STATE_FILE))
+# ---------------------------------------------------------------------------------------------
+# Where checkpoints are: inside their run directory, made of regular files
+def _run_dir_of(ckpt: str) -> str:
+    return os.path.dirname(ckpt.rstrip(os.sep)) or os.curdir
+
+
+def _is_complete(ckpt: str, run_dir: str) -> bool:
+    """A cheap yes/no for listing: `ckpt` resolves inside `run_dir` and holds both files as regular
+    files inside it. Opens nothing, so a FIFO or a device there cannot block or be read."""
+    if not untrusted_files.inside(ckpt, run_dir):
+        return False
+    for name in (MODEL_FILE, STATE_FILE):
+        path = os.path.join(ckpt, name)
+        if not (untrusted_files.is_regular_file(path) and untrusted_files.inside(path, ckpt)):
+            return False
+    return True
+
+
+def _looks_like_checkpoint(path: str) -> bool:
+    """`path` is meant as one checkpoint directory (it has either file, of whatever kind)."""
+    return any(os.path.lexists(os.path.join(path, name)) for name in (MODEL_FILE, STATE_FILE))
+
+
+def _check_checkpoint_dir(ckpt: str, op: str) -> None:
+    """Raise CheckpointError saying exactly why `ckpt` is not a usable checkpoint directory."""
+    run_dir = _run_dir_of(ckpt)
+    if not untrusted_files.inside(ckpt, run_dir):
+        raise CheckpointError(op, ckpt, f"resolves to {os.path.realpath(ckpt)}, outside the run directory "
+                              f"'{run_dir}' that holds it: a checkpoint directory linked in from elsewhere "
+                              "(another run) is refused; copy it instead")
+    for name in (MODEL_FILE, STATE_FILE):
+        path = os.path.join(ckpt, name)
+        if not os.path.lexists(path):
+            raise CheckpointError(op, path, f"is missing: '{ckpt}' is not a complete checkpoint")
+        try:
+            untrusted_files.check_regular_file(path, name)
+        except untrusted_files.UntrustedFileError as e:
+            raise CheckpointError(op, path, f"is not a regular file: it is {e.got}") from e
+        if not untrusted_files.inside(path, ckpt):
+            raise CheckpointError(op, path, f"is a symlink to {os.path.realpath(path)}, outside the checkpoint "
+                                  "directory: both files of a checkpoint must lie in it")
 
 
 def find_checkpoint(path) -> str:
     """Resolve `path` to one checkpoint directory.
 
-    `path` may be a checkpoint directory (`out/ckpt-000500`) or a manager directory (`out`, whose
-    latest complete checkpoint is used). Raises CheckpointError if there is none.
+    `path` may be a checkpoint directory (`out/ckpt-000500`) or a run directory (`out`, whose
+    latest complete checkpoint is used). Raises CheckpointError if there is none, or if the named
+    checkpoint directory is unusable (linked in from outside its run directory, a missing file, a
+    file that is not a regular file or lies outside it).
     """
     path = os.fspath(path)
-    if _is_complete(path):
+    if _looks_like_checkpoint(path):
+        _check_checkpoint_dir(path, "load")
         return path
     if os.path.isdir(path):
         found = CheckpointManager(path, create=False).latest()
@@ -249,30 +336,84 @@ def find_checkpoint(path) -> str:
     raise CheckpointError("load", path, "does not exist")
 
 
+# ---------------------------------------------------------------------------------------------
+# state.json
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _verify_state_checksum(state: dict, state_path: str) -> None:
+    stored = state.get("state_sha256")
+    if stored is None:
+        if state["format_version"] >= 2:
+            raise CheckpointError("load", state_path, f"lacks its 'state_sha256' (format_version "
+                                  f"{state['format_version']} requires one): it was edited or damaged")
+        warnings.warn(f"The checkpoint state '{state_path}' has no state_sha256 (format_version 1, written "
+                      "before checkpoints were checksummed): its config, tokenizer and other metadata "
+                      "cannot be verified, only its weights. To protect it, load it and re-save it with "
+                      "CheckpointManager.save.", UserWarning, stacklevel=3)
+        return
+    digest = canonical_state_sha256(state)
+    if stored != digest:
+        shown = stored[:16] if isinstance(stored, str) else repr(stored)[:16]
+        raise CheckpointError("load", state_path, f"does not match its state_sha256 (stored {shown}..., "
+                              f"content {digest[:16]}...): it was edited or damaged after it was written. "
+                              "A checkpoint's config, tokenizer and metadata cannot be changed by hand; "
+                              "train a new run instead")
+
+
+def _check_names(state: dict, state_path: str) -> None:
+    """net_params and optimizer_params: distinct names, each listed in 'tensors' with a dtype and shape."""
+    listed = {}
+    for key in ("net_params", "optimizer_params"):
+        for name in state[key]:
+            if not isinstance(name, str):
+                raise CheckpointError("load", state_path, f"has a non-string entry {name!r:.40} in '{key}'")
+            if name in listed:
+                raise CheckpointError("load", state_path, f"lists '{name}' twice (in '{listed[name]}' and '{key}')")
+            listed[name] = key
+            if name not in state["tensors"]:
+                raise CheckpointError("load", state_path, f"'{key}' names '{name}', which is not in its "
+                                      "'tensors' (the list of what the weights file holds)")
+    for name, info in state["tensors"].items():
+        if not (isinstance(info, dict) and isinstance(info.get("dtype"), str) and isinstance(info.get("shape"), list)
+                and all(_is_int(d) and d >= 0 for d in info["shape"])):
+            raise CheckpointError("load", state_path, f"has an invalid entry for '{name}' in 'tensors' "
+                                  "(expected {'dtype': str, 'shape': [non-negative ints]})")
+
+
 def read_state(path) -> dict:
-    """The validated contents of a checkpoint's state.json (`path` as for `find_checkpoint`).
+    """The verified contents of a checkpoint's state.json (`path` as for `find_checkpoint`).
 
     Useful before building a model: `read_state(ckpt)["config"]` is the config it was trained with.
+    The `state_sha256` checksum is verified here (see the module docstring), so a config returned
+    by this function is the one that was saved. The returned dict has an extra key "path": the
+    checkpoint directory.
     """
     ckpt = find_checkpoint(path)
     state_path = os.path.join(ckpt, STATE_FILE)
     try:
-        with open(state_path, "rb") as f:          # (a regular file: find_checkpoint checked isfile)
-            state = json.loads(f.read().decode("utf-8"))
-    except OSError as e:
-        raise CheckpointError("load", state_path, f"could not be read: {e}") from e
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise CheckpointError("load", state_path, f"is not valid JSON: {e}") from None
-    expected = {"format_version": int, "step": int, "model_sha256": str, "tensors": dict,
-                "net_params": list, "optimizer_params": list, "extra_state": dict}
+        state = untrusted_files.read_json(state_path, "a checkpoint's state.json")
+    except untrusted_files.UntrustedFileError as e:
+        if e.expected in ("valid JSON", "UTF-8 JSON"):
+            raise CheckpointError("load", state_path, f"is not valid JSON: {e.got}") from e
+        raise CheckpointError("load", state_path, f"could not be read: expected {e.expected}, but got {e.got}") from e
     if not isinstance(state, dict):
         raise CheckpointError("load", state_path, "does not hold a JSON object")
+    version = state.get("format_version")
+    if not _is_int(version):
+        raise CheckpointError("load", state_path, "lacks a valid 'format_version' (int expected)")
+    if not 1 <= version <= FORMAT_VERSION:
+        hint = " (upgrade minispore)" if version > FORMAT_VERSION else ""
+        raise CheckpointError("load", state_path, f"has format_version {version}; this minispore reads 1 to "
+                              f"{FORMAT_VERSION}{hint}")
+    _verify_state_checksum(state, state_path)
+    expected = {"step": int, "model_sha256": str, "tensors": dict, "net_params": list, "optimizer_params": list,
+                "extra_state": dict}
     for key, typ in expected.items():
         if not isinstance(state.get(key), typ) or isinstance(state.get(key), bool):
             raise CheckpointError("load", state_path, f"lacks a valid '{key}' ({typ.__name__} expected)")
-    if state["format_version"] > FORMAT_VERSION:
-        raise CheckpointError("load", state_path, f"has format_version {state['format_version']}; this "
-                              f"minispore reads up to {FORMAT_VERSION} (upgrade minispore)")
+    _check_names(state, state_path)
     state["path"] = ckpt
     return state
 
@@ -301,7 +442,11 @@ class CheckpointManager:
         return os.path.join(self.directory, f"ckpt-{step:06d}")
 
     def checkpoints(self) -> list:
-        """[(step, path)] of the complete checkpoints, oldest first."""
+        """[(step, path)] of the complete checkpoints, oldest first.
+
+        Only `ckpt-NNNNNN` directories that resolve inside this directory count, with both files
+        regular files inside them: a symlink to another run's checkpoint is neither loaded as the
+        newest nor pruned (which would reach into the other run)."""
         out = []
         try:
             names = os.listdir(self.directory)
@@ -310,24 +455,34 @@ class CheckpointManager:
         for name in names:
             m = _CKPT_DIR.match(name)
             path = os.path.join(self.directory, name)
-            if m and _is_complete(path):
+            if m and _is_complete(path, self.directory):
                 out.append((int(m.group(1)), path))
         return sorted(out)
 
     def latest(self) -> str | None:
         """The checkpoint `latest` points to; if that pointer is missing or stale, the newest complete
-        checkpoint; None if there is none."""
+        checkpoint; None if there is none.
+
+        The pointer is read as untrusted: at most MAX_POINTER_BYTES of a regular file (a FIFO or a
+        device is not opened for reading), and only a bare `ckpt-NNNNNN` name that `checkpoints()`
+        would count is followed -- never "../" or an absolute path from a file."""
         pointer = os.path.join(self.directory, LATEST_FILE)
         try:
-            with open(pointer, encoding="utf-8") as f:
-                name = f.read(256).strip()            # a valid pointer is ~12 characters
-            # the pointer is a bare directory name: never follow "../" or absolute paths from a file
-            if _CKPT_DIR.match(name) and _is_complete(os.path.join(self.directory, name)):
+            raw = untrusted_files.read_bytes(pointer, "the 'latest' pointer", MAX_POINTER_BYTES)
+            name = raw.decode("utf-8").strip()
+        except untrusted_files.UntrustedFileError as e:
+            name = None
+            if e.got != "nothing at that path":
+                logger.warning("'%s' is not a usable pointer (expected %s, but got %s); using the newest "
+                               "checkpoint", pointer, e.expected, e.got)
+        except UnicodeDecodeError:
+            name = None
+            logger.warning("'%s' is not UTF-8 text; using the newest checkpoint", pointer)
+        if name is not None:
+            if _CKPT_DIR.match(name) and _is_complete(os.path.join(self.directory, name), self.directory):
                 return os.path.join(self.directory, name)
-            logger.warning("'%s' names %r, which is not a complete checkpoint; using the newest one", pointer,
-                           name[:80])
-        except (OSError, UnicodeDecodeError):
-            pass
+            logger.warning("'%s' names %r, which is not a complete checkpoint inside '%s'; using the newest one",
+                           pointer, name[:80], self.directory)
         found = self.checkpoints()
         return found[-1][1] if found else None
 
@@ -379,9 +534,12 @@ class CheckpointManager:
             model_path = os.path.join(tmp, MODEL_FILE)
             save_checkpoint([{"name": n, "data": p} for n, p in net_items + opt_items], model_path,
                             crc_check=True, format="safetensors")
-            state["model_sha256"] = _sha256(model_path)
+            state["model_sha256"] = _sha256_of_file(model_path)
             state["tensors"] = {n: {"dtype": str(p.dtype), "shape": list(p.shape)}
                                 for n, p in net_items + opt_items}
+            # the checksum of exactly what a reader will parse back (a JSON round trip of the state)
+            state = json.loads(json.dumps(state, allow_nan=True))
+            state["state_sha256"] = canonical_state_sha256(state)
             atomic_write_bytes(os.path.join(tmp, STATE_FILE),
                                json.dumps(state, indent=1, allow_nan=True).encode("utf-8"), mode=READ_ONLY)
             fsync_dir(tmp)
@@ -445,7 +603,8 @@ class CheckpointManager:
 
         Returns:
             the `extra_state` dict given to `save`, plus "step". Everything is validated before
-            anything is modified, so on any error the net, optimizer, sampler and RNG are unchanged.
+            anything is modified, and a failure while modifying (MemoryError, Ctrl-C) puts back what
+            was already changed, so on any error the net, optimizer, sampler and RNG are unchanged.
         """
         if path == "latest":
             ckpt = self.latest()
@@ -461,26 +620,7 @@ class CheckpointManager:
             check_config(state.get("config"), config, ignore=ignore_config)
         if sampler is not None and state.get("sampler_state") is None:
             raise CheckpointError("CheckpointManager.load", ckpt, "has no sampler state to restore")
-
-        model_path = os.path.join(ckpt, MODEL_FILE)
-        digest = _sha256(model_path)
-        if digest != state["model_sha256"]:
-            raise CheckpointError("CheckpointManager.load", model_path,
-                                  f"does not match the sha256 recorded in {STATE_FILE} (stored "
-                                  f"{state['model_sha256'][:16]}..., file {digest[:16]}...): it is damaged "
-                                  "or was replaced")
-        values = {}
-        for name, value in read_checkpoint_items(model_path, crc_check=True, format="safetensors",
-                                                 op="CheckpointManager.load"):
-            if isinstance(value, str):
-                raise CheckpointError("CheckpointManager.load", model_path, f"holds a string entry '{name}'")
-            values[name] = value
-        manifest = {n: (t.get("dtype"), t.get("shape")) for n, t in state["tensors"].items()
-                    if isinstance(t, dict)}
-        stored = {n: (str(_dtype_name(v)), list(v.shape)) for n, v in values.items()}
-        if manifest != stored:
-            raise CheckpointError("CheckpointManager.load", ckpt, f"has a {MODEL_FILE} whose tensors differ "
-                                  f"from the list in {STATE_FILE}")
+        values = _read_weights(ckpt, state)
 
         net_items, opt_items = _named_parameters(net, optimizer)
         problems = []
@@ -503,18 +643,54 @@ class CheckpointManager:
                 type(context.rng().bit_generator)().state = rng_state
             except (TypeError, ValueError, KeyError, AttributeError) as e:
                 raise CheckpointError("CheckpointManager.load", ckpt, f"has an unusable rng_state: {e}") from None
+        pairs = validate_all(dict(net_items + opt_items), {n: values[n] for n, _ in net_items + opt_items},
+                             "CheckpointManager.load")
 
-        # ---- everything checked: now modify (the sampler validates its state before changing itself)
-        if sampler is not None:
-            sampler.load_state_dict(state["sampler_state"])
-        if restore_rng:
-            context.set_rng_state(rng_state)
-        from ..common.tensor import Tensor
-        for name, param in net_items + opt_items:
-            param.set_data(Tensor(values[name].copy()))
+        # ---- everything checked: now modify sampler, RNG and Parameters -- all of them or none
+        sampler_before = sampler.state_dict() if sampler is not None else None
+        rng_before = context.get_rng_state() if restore_rng else None
+        try:
+            if sampler is not None:        # (validates its state before changing itself)
+                sampler.load_state_dict(state["sampler_state"])
+            if restore_rng:
+                context.set_rng_state(rng_state)
+            assign_validated(pairs)        # (puts every Parameter back itself if it fails)
+        except BaseException:
+            if restore_rng:
+                context.set_rng_state(rng_before)
+            if sampler is not None:
+                sampler.load_state_dict(sampler_before)
+            raise
         extra = dict(state["extra_state"])
         extra["step"] = state["step"]
         return extra
+
+
+def _read_weights(ckpt: str, state: dict) -> dict:
+    """{name: ndarray} of a checkpoint's model file, verified against its state.json.
+
+    The file is read once (`read_checkpoint_bytes`: regular file, memory checked), and the sha256
+    is taken of the very buffer that is then decoded, so what is parsed is what was verified.
+    """
+    op = "CheckpointManager.load"
+    model_path = os.path.join(ckpt, MODEL_FILE)
+    raw = read_checkpoint_bytes(op, model_path, "weights file", missing="is missing")
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest != state["model_sha256"]:
+        raise CheckpointError(op, model_path, f"does not match the sha256 recorded in {STATE_FILE} (stored "
+                              f"{state['model_sha256'][:16]}..., file {digest[:16]}...): it is damaged "
+                              "or was replaced")
+    values, strings = safetensors_codec.decode(raw, model_path, crc_check=True, op=op)
+    del raw                                       # (the arrays own copies)
+    if strings:
+        raise CheckpointError(op, model_path, f"holds string entries ({_list_names(strings)})")
+    manifest = {n: (t["dtype"], t["shape"]) for n, t in state["tensors"].items()}
+    stored = {n: (_dtype_name(v), list(v.shape)) for n, v in values.items()}
+    if manifest != stored:
+        differ = sorted(n for n in set(manifest) | set(stored) if manifest.get(n) != stored.get(n))
+        raise CheckpointError(op, ckpt, f"has a {MODEL_FILE} whose tensors differ from the list in {STATE_FILE} "
+                              f"({_list_names(differ)})")
+    return values
 
 
 def _dtype_name(arr) -> str:

@@ -189,11 +189,13 @@ def _parse_value(buf, start, end):
     return tag, tensor
 
 
-def _to_value(tag, dims, type_name, content: bytes):
+def _to_value(tag, dims, type_name, chunks: list):
+    """The value of one parameter from the slices of the file holding its content (memoryviews)."""
+    size = sum(len(c) for c in chunks)
     if type_name == "str":
-        if len(content) % 4:
-            raise ValueError(f"string '{tag}' has {len(content)} bytes, not a multiple of 4 (UTF-32)")
-        return content.decode("utf-32-le").rstrip("\0")
+        if size % 4:
+            raise ValueError(f"string '{tag}' has {size} bytes, not a multiple of 4 (UTF-32)")
+        return str(b"".join(chunks), "utf-32-le").rstrip("\0")
     if type_name not in NAME_TO_DTYPE:
         why = "a dtype minispore does not support" if type_name in KNOWN_UNSUPPORTED else "an unknown dtype"
         raise ValueError(f"'{tag}' has tensor_type {type_name!r}, {why}")
@@ -203,14 +205,21 @@ def _to_value(tag, dims, type_name, content: bytes):
     count = 1
     for d in dims:
         count *= d
-    if count * dt.itemsize != len(content):
+    if count * dt.itemsize != size:
         raise ValueError(f"'{tag}' has dims {dims} of {type_name} ({count * dt.itemsize} bytes) "
-                         f"but {len(content)} bytes of content")
-    return np.frombuffer(bytearray(content), dtype=dt).reshape(dims)
+                         f"but {size} bytes of content")
+    # one copy out of the file's buffer (a sliced parameter is joined by that same copy): the array
+    # is aligned, writable and owns its memory
+    if len(chunks) == 1:
+        return np.frombuffer(chunks[0], dtype=dt).reshape(dims).copy()
+    return np.frombuffer(bytearray().join(chunks), dtype=dt).reshape(dims)
 
 
-def decode(raw: bytes, path, crc_check: bool = False, op: str = "load_checkpoint") -> list:
-    """Parse `.ckpt` bytes into [(name, ndarray | str)] in file order; CheckpointError if broken."""
+def decode(raw, path, crc_check: bool = False, op: str = "load_checkpoint") -> list:
+    """Parse `.ckpt` bytes (bytes, bytearray or memoryview) into [(name, ndarray | str)] in file
+    order; CheckpointError if broken. The fields are read through a memoryview, so the only copy
+    of a tensor's bytes is the array returned for it."""
+    raw = memoryview(raw).cast("B") if isinstance(raw, memoryview) else memoryview(raw)
     body = raw
     if raw[-17:-10] == CRC_MARK:
         body = raw[:-17]
@@ -231,8 +240,7 @@ def decode(raw: bytes, path, crc_check: bool = False, op: str = "load_checkpoint
                 entries[-1][3].append(tensor["content"])
             else:
                 entries.append([tag, tensor["dims"], tensor["type"], [tensor["content"]]])
-        return [(tag, _to_value(tag, dims, type_name, b"".join(chunks)))
-                for tag, dims, type_name, chunks in entries]
+        return [(tag, _to_value(tag, dims, type_name, chunks)) for tag, dims, type_name, chunks in entries]
     except (ValueError, UnicodeDecodeError) as e:
         raise CheckpointError(op, path, f"is not a valid MindSpore .ckpt file: {e}") from None
 

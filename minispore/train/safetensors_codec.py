@@ -8,9 +8,22 @@ A safetensors file is::
     the rest     raw little-endian C-order tensor bytes; offsets are relative to this section
 
 It holds no code and no pickles, so loading a hostile file can at worst give wrong numbers or an
-error. The `safetensors` package does the byte-level work (and checks every offset, dtype and shape
-of the header against the file size); this module maps its dtypes to minispore's, adds MindSpore's
-metadata, and turns every way a file can be broken into one `CheckpointError` naming the file.
+error. Writing uses the `safetensors` package. Reading is done here, by hand, because the format
+is small enough to check completely and because the reader must never trust a number in the file
+before comparing it with the file itself:
+
+* the header length is compared with the bytes that follow *and* capped (`MAX_HEADER_BYTES`, the
+  reference implementation's 100 MB) before the header is decoded;
+* the header is parsed by `untrusted_files.parse_json` (bad UTF-8, bad JSON and deep nesting are
+  refused with a clear message, never a RecursionError);
+* every entry needs a known dtype, a shape of at most 64 non-negative ints, and data offsets whose
+  length is exactly shape x item size (computed with Python ints, so a shape of 2**40 x 2**40
+  cannot overflow into a small number), inside the data section;
+* the entries must tile the data section exactly, as the reference implementation requires: no
+  gaps, no overlaps, no bytes left over.
+
+Each tensor is then copied out of the file's buffer once, so the arrays own their memory and the
+buffer can be dropped. Every way a file can be broken is one `CheckpointError` naming the file.
 
 What MindSpore writes, and what we add on top:
 
@@ -26,15 +39,15 @@ What MindSpore writes, and what we add on top:
 """
 from __future__ import annotations
 
-import json
+import math
 import zlib
 
 import ml_dtypes
 import numpy as np
-import safetensors
 import safetensors.numpy
 
 from ..common import dtype as mstype
+from ..common import untrusted_files
 from ..common.errors import MinisporeError
 
 STR_PREFIX = "str:"
@@ -51,6 +64,12 @@ for _code, _name in (("U16", "uint16"), ("U32", "uint32"), ("U64", "uint64")):
         CODE_TO_DTYPE[_code] = getattr(mstype, _name)
 DTYPE_TO_CODE = {d.np: code for code, d in CODE_TO_DTYPE.items()}
 assert np.dtype(ml_dtypes.bfloat16) in DTYPE_TO_CODE
+# the other dtype codes of the safetensors format: a file may hold them, minispore cannot
+OTHER_CODES = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4", "C64",
+               "U16", "U32", "U64"} - set(CODE_TO_DTYPE)
+
+MAX_HEADER_BYTES = 100_000_000   # the reference implementation refuses larger headers too
+MAX_DIMS = 64                    # NumPy's limit on the number of dimensions
 
 
 class CheckpointError(MinisporeError, ValueError):
@@ -102,31 +121,90 @@ def encode(tensors: dict, strings: dict, crc_check: bool = False) -> bytes:
     return safetensors.numpy.save({name: tensors[name] for name in sorted(tensors)}, metadata=metadata)
 
 
-def decode(raw: bytes, path, crc_check: bool = False, op: str = "load_checkpoint"):
-    """Parse safetensors bytes into ({name: ndarray}, {name: str}); raise CheckpointError if broken.
+class _Malformed(ValueError):
+    """A structural problem with a safetensors file (reported as 'is not a valid safetensors file')."""
 
-    Returned arrays own writable copies of their bytes (nothing is memory-mapped, so the file can be
-    replaced or deleted afterwards).
+
+def _entry_layout(name, info, data_len):
+    """(code, shape, begin, end) of one header entry, every number checked against the file."""
+    if not isinstance(info, dict):
+        raise _Malformed(f"the entry for '{name}' is a {type(info).__name__}, not an object")
+    code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(code, str):
+        raise _Malformed(f"'{name}' has no dtype string")
+    if code not in CODE_TO_DTYPE and code not in OTHER_CODES:
+        raise _Malformed(f"'{name}' has the unknown dtype {code!r}")
+    if (not isinstance(shape, list) or len(shape) > MAX_DIMS
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise _Malformed(f"'{name}' has the shape {shape!r:.80}; expected a list of at most {MAX_DIMS} "
+                         "non-negative ints")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]):
+        raise _Malformed(f"'{name}' has the data_offsets {offsets!r:.80}; expected [begin, end] with "
+                         "0 <= begin <= end")
+    begin, end = offsets
+    if end > data_len:
+        raise _Malformed(f"'{name}' ends at byte {end:,}, past the end of the {data_len:,}-byte data "
+                         "section (the file is truncated or damaged)")
+    if code in CODE_TO_DTYPE:
+        need = math.prod(shape) * CODE_TO_DTYPE[code].np.itemsize      # Python ints: no overflow
+        if need != end - begin:
+            raise _Malformed(f"'{name}' of shape {shape} and dtype {code} needs {need:,} bytes, but its "
+                             f"data_offsets span {end - begin:,}")
+    return code, tuple(shape), begin, end
+
+
+def _check_tiling(layout, data_len):
+    """The tensors must cover the data section exactly once, in some order (no gaps, no overlaps)."""
+    pos = 0
+    for name, (_, _, begin, end) in sorted(layout.items(), key=lambda kv: (kv[1][2], kv[1][3])):
+        if begin != pos:
+            raise _Malformed(f"'{name}' starts at byte {begin:,} of the data but the tensors before it end "
+                             f"at byte {pos:,} (tensors must follow each other without gaps or overlaps)")
+        pos = end
+    if pos != data_len:
+        raise _Malformed(f"the tensors cover {pos:,} of the {data_len:,} data bytes")
+
+
+def decode(raw, path, crc_check: bool = False, op: str = "load_checkpoint"):
+    """Parse safetensors bytes (bytes, bytearray or memoryview) into ({name: ndarray}, {name: str});
+    raise CheckpointError if anything is broken (see the module docstring for what is checked).
+
+    Returned arrays own writable copies of their bytes (nothing is memory-mapped or shared with
+    `raw`, so the file and the buffer can go away afterwards).
     """
-    if len(raw) < 8:
-        raise CheckpointError(op, path, f"is too short to be a safetensors file ({len(raw)} bytes; "
+    buf = memoryview(raw).cast("B") if not isinstance(raw, (bytes, bytearray)) else memoryview(raw)
+    size = len(buf)
+    if size < 8:
+        raise CheckpointError(op, path, f"is too short to be a safetensors file ({size} bytes; "
                               "the header length alone takes 8)")
-    header_len = int.from_bytes(raw[:8], "little")
-    if header_len > len(raw) - 8:
-        raise CheckpointError(op, path, f"declares a {header_len}-byte header but only {len(raw) - 8} "
+    header_len = int.from_bytes(buf[:8], "little")
+    if header_len > size - 8:
+        raise CheckpointError(op, path, f"declares a {header_len}-byte header but only {size - 8} "
                               "bytes follow: the file is truncated or is not a safetensors file")
+    if header_len > MAX_HEADER_BYTES:
+        raise CheckpointError(op, path, f"is not a valid safetensors file: it declares a header of "
+                              f"{header_len:,} bytes; at most {MAX_HEADER_BYTES:,} are accepted")
     try:
-        entries = safetensors.deserialize(raw)          # checks offsets, dtypes and sizes
-        header = json.loads(raw[8:8 + header_len].decode("utf-8"))
-    except (safetensors.SafetensorError, ValueError, UnicodeDecodeError, RecursionError) as e:
+        header = untrusted_files.parse_json(bytes(buf[8:8 + header_len]), "the safetensors header", str(path))
+    except untrusted_files.UntrustedFileError as e:
+        raise CheckpointError(op, path, f"is not a valid safetensors file: its header is not "
+                              f"{e.expected} ({e.got})") from None
+    data = buf[8 + header_len:]
+    try:
+        if not isinstance(header, dict):
+            raise _Malformed(f"the header is a JSON {type(header).__name__}, not an object")
+        metadata = header.pop("__metadata__", {})
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            raise CheckpointError(op, path, "has a '__metadata__' entry that is not a map of strings")
+        layout = {name: _entry_layout(name, info, len(data)) for name, info in header.items()}
+        _check_tiling(layout, len(data))
+    except _Malformed as e:
         raise CheckpointError(op, path, f"is not a valid safetensors file: {e}") from None
-    metadata = header.get("__metadata__", {}) if isinstance(header, dict) else {}
-    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
-        raise CheckpointError(op, path, "has a '__metadata__' entry that is not a map of strings")
 
     tensors = {}
-    for name, info in entries:
-        code = info["dtype"]
+    for name, (code, shape, begin, end) in layout.items():
         if code not in CODE_TO_DTYPE:
             raise CheckpointError(op, path, f"stores '{name}' as {code}, a dtype minispore does not support "
                                   f"(supported: {', '.join(CODE_TO_DTYPE)})")
@@ -134,13 +212,8 @@ def decode(raw: bytes, path, crc_check: bool = False, op: str = "load_checkpoint
             raise CheckpointError(op, path, f"stores '{name}' as MindSpore's packed Int4 (qint4x2), "
                                   "which minispore does not support")
         dt = CODE_TO_DTYPE[code].np
-        shape = tuple(int(s) for s in info["shape"])
-        data = info["data"]
-        if len(data) != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:   # deserialize checks this too
-            raise CheckpointError(op, path, f"has {len(data)} bytes for '{name}' of shape {shape} and "
-                                  f"dtype {code}")
-        arr = np.frombuffer(data, dtype=dt).reshape(shape)
-        tensors[name] = arr if arr.flags.writeable else arr.copy()     # (bytes, not bytearray, in old versions)
+        # one copy out of the file's buffer: aligned, writable, owned by the array
+        tensors[name] = np.frombuffer(data[begin:end], dtype=dt).reshape(shape).copy()
 
     strings = {k[len(STR_PREFIX):]: v for k, v in metadata.items() if k.startswith(STR_PREFIX)}
     clash = sorted(set(strings) & set(tensors))

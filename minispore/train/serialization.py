@@ -14,6 +14,14 @@ the file and what is wrong with it.
 
 Writes are atomic (`atomic_io.atomic_write_bytes`): the file appears complete or not at all, and is
 left read-only (0o400), as MindSpore does.
+
+Reads treat the file as untrusted (`read_checkpoint_bytes`): only a regular file is opened (a FIFO
+would block, `/dev/zero` would never end), the memory it implies is checked before reading, and
+it is read once, into one buffer that the decoders parse without further copies.
+
+Loads into a network are all or nothing (`assign_all`): every value is checked against its
+Parameter first, and if an assignment still fails half-way (MemoryError, Ctrl-C) the Parameters
+already assigned get their old storage back before the exception propagates.
 """
 from __future__ import annotations
 
@@ -26,8 +34,9 @@ import threading
 import numpy as np
 
 from ..common import dtype as mstype
+from ..common import memory_limit, untrusted_files
 from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
-from ..common.tensor import Parameter, Tensor
+from ..common.tensor import Parameter, Tensor, _wrap
 from . import ckpt_codec, safetensors_codec
 from .atomic_io import atomic_write_bytes
 from .safetensors_codec import CheckpointError
@@ -300,18 +309,56 @@ def _wanted(name, specify_prefix, filter_prefix, choice_func) -> bool:
     return choice_func is None or bool(choice_func(name))
 
 
-def _read_file(op, path) -> bytes:
-    if not os.path.exists(path):
-        raise CheckpointError(op, path, "does not exist; check 'ckpt_file_name'")
-    if os.path.isdir(path):
-        raise CheckpointError(op, path, "is a directory, not a checkpoint file")
-    if not os.path.isfile(path):        # a device (/dev/zero) or FIFO would read forever or block
-        raise CheckpointError(op, path, "is not a regular file")
+def read_checkpoint_bytes(op: str, path: str, what: str = "checkpoint file",
+                          missing: str = "does not exist") -> bytearray:
+    """The whole of a checkpoint file someone else may have written, as one writable buffer.
+
+    * Only a regular file is read (`untrusted_files.open_regular`: the *opened* descriptor is
+      checked, so a FIFO cannot block and a symlink to `/dev/zero` is refused, not read forever).
+    * Before reading, the memory it implies -- the file's bytes plus the arrays decoded from them,
+      about twice its size -- is checked against the limit (`memory_limit.check_fits`), so a file
+      too large for this machine is a clear error instead of swapping or an out-of-memory kill.
+    * It is read once, with `readinto`: the decoders then slice this buffer without copying, and
+      a hash of it (CheckpointManager's sha256) describes exactly the bytes that get parsed.
+
+    Every refusal is a CheckpointError naming `path`; `missing` is the phrase for a path with
+    nothing at it.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise CheckpointError(op, path, f"could not be read: {e}") from e
+        f, size = untrusted_files.open_regular(path, what)
+    except untrusted_files.UntrustedFileError as e:
+        raise _as_checkpoint_error(op, path, e, missing) from e
+    with f:
+        memory_limit.check_fits(2 * size, f"Loading the {what} '{path}' ({memory_limit.format_bytes(size)})",
+                                hint="Load it on a machine with more memory.")
+        buf = bytearray(size)
+        view, filled = memoryview(buf), 0
+        try:
+            while filled < size:
+                n = f.readinto(view[filled:])
+                if not n:
+                    break
+                filled += n
+            grew = f.read(1)
+        except OSError as e:
+            raise CheckpointError(op, path, f"could not be read: {e}") from e
+        finally:
+            view.release()
+    if filled < size or grew:
+        raise CheckpointError(op, path, "changed size while it was being read; load it again once nothing "
+                              "is writing to it")
+    return buf
+
+
+def _as_checkpoint_error(op, path, e: untrusted_files.UntrustedFileError, missing: str) -> CheckpointError:
+    """The CheckpointError for a refusal of `untrusted_files` (one error class for every bad checkpoint)."""
+    if e.got == "nothing at that path":
+        return CheckpointError(op, path, missing)
+    if e.got == "a directory":
+        return CheckpointError(op, path, "is a directory, not a checkpoint file")
+    if e.expected == "a regular file":
+        return CheckpointError(op, path, f"is not a regular file: it is {e.got}")
+    return CheckpointError(op, path, f"could not be read: expected {e.expected}, but got {e.got}")
 
 
 def read_checkpoint_items(ckpt_file_name, crc_check=False, format=DEFAULT_FORMAT, op="load_checkpoint"):
@@ -325,7 +372,7 @@ def read_checkpoint_items(ckpt_file_name, crc_check=False, format=DEFAULT_FORMAT
                            f"'{ckpt_file_name}'")
     path = os.path.realpath(os.fspath(ckpt_file_name))
     _wait_async_saves()                     # a save still being written in the background
-    raw = _read_file(op, path)
+    raw = read_checkpoint_bytes(op, path, missing="does not exist; check 'ckpt_file_name'")
     if format == "safetensors":
         tensors, strings = safetensors_codec.decode(raw, path, crc_check, op)
         return sorted({**tensors, **strings}.items())
@@ -479,8 +526,7 @@ def load_param_into_net(net, parameter_dict, strict_load=False, remove_redundanc
     if param_not_load and not strict_load:
         param_not_load = _plan_prefixed(net_params, parameter_dict, param_not_load, plan, used, strict_load)
 
-    for param, arr in plan:                 # everything fits: now write
-        param.set_data(Tensor(arr))
+    assign_validated(plan)                  # everything fits: now write, all or nothing
     if param_not_load:
         logger.warning("For '%s', %d parameters in the 'net' are not loaded, because they are not in the "
                        "'parameter_dict': %s", op, len(param_not_load), param_not_load)
@@ -516,5 +562,103 @@ def _plan_prefixed(net_params, parameter_dict, missing, plan, used, strict_load)
     return missing
 
 
+# ---------------------------------------------------------------------------------------------
+# All or nothing: check every value, then assign every value (or, on failure, none)
+def _describe_array(arr: np.ndarray) -> str:
+    try:
+        name = str(mstype.from_numpy_dtype(arr.dtype))
+    except (OpTypeError, KeyError, TypeError):
+        name = f"numpy {arr.dtype}"
+    return f"{name}{list(arr.shape)}"
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bitwise equality of two arrays of one shape and dtype (NaN equals the same NaN; no float rules)."""
+    return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
+                               np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+
+
+def validate_all(params_by_name: dict, arrays: dict, where: str) -> list:
+    """The first half of `assign_all`: check every entry, change nothing; returns [(Parameter, array)]."""
+    if not isinstance(where, str):
+        raise OpTypeError("assign_all", "'where' as a str naming the caller", type(where).__name__)
+    if not isinstance(params_by_name, dict):
+        raise OpTypeError(where, "'params_by_name' to be a dict {name: Parameter}", type(params_by_name).__name__)
+    if not isinstance(arrays, dict):
+        raise OpTypeError(where, "'arrays' to be a dict {name: ndarray}", type(arrays).__name__)
+    wrong_types, problems = [], []
+    pairs, first_name = [], {}                  # id(Parameter) -> the name it was first reached by
+    for name, value in arrays.items():
+        param = params_by_name.get(name)
+        if not isinstance(value, np.ndarray):
+            wrong_types.append(f"'{name}' is a {type(value).__name__}")
+        elif param is None:
+            problems.append(f"'{name}' names no Parameter")
+        elif not isinstance(param, Parameter):
+            wrong_types.append(f"the Parameter for '{name}' is a {type(param).__name__}")
+        elif tuple(value.shape) != tuple(param.shape) or value.dtype != param.dtype.np:
+            problems.append(f"'{name}' is {_describe_array(value)} for a {param.dtype}{list(param.shape)} Parameter")
+        elif id(param) in first_name:           # a tied Parameter, reached under two names
+            earlier = first_name[id(param)]
+            if not _same_bytes(value, arrays[earlier]):
+                problems.append(f"'{earlier}' and '{name}' are the same Parameter but have different values")
+        else:
+            first_name[id(param)] = name
+            pairs.append((param, value))
+    if wrong_types:
+        raise OpTypeError(where, "every value to be a NumPy ndarray for a Parameter", "; ".join(wrong_types))
+    if problems:
+        shown = problems[:8] + ([f"and {len(problems) - 8} more"] if len(problems) > 8 else [])
+        raise OpValueError(where, "every array to match its Parameter's name, shape and dtype", "; ".join(shown))
+    # A Parameter must own contiguous, writable storage (optimizers update it in place): copy the
+    # arrays that are not, now, while nothing has been changed yet.
+    return [(p, v if v.flags.c_contiguous and v.flags.writeable else v.copy(order="C")) for p, v in pairs]
+
+
+def assign_validated(pairs: list) -> None:
+    """The second half of `assign_all`: store each array in its Parameter; undo them all on failure.
+
+    The old storage of each Parameter is kept until every assignment has succeeded; if one raises
+    (anything, including KeyboardInterrupt), every Parameter touched so far gets its old storage
+    back and the exception propagates.
+    """
+    old = []
+    try:
+        for param, arr in pairs:
+            old.append((param, param.asnumpy()))        # the storage itself (no copy)
+            param.set_data(_wrap(arr))
+    except BaseException:
+        for param, arr in reversed(old):
+            param.set_data(_wrap(arr))
+        raise
+
+
+def assign_all(params_by_name: dict, arrays: dict, where: str) -> None:
+    """Put `arrays[name]` into `params_by_name[name]` for every name in `arrays`: all of them, or none.
+
+        assign_all(dict(net.parameters_and_names()), {"fc.weight": w, "fc.bias": b}, "from_pretrained")
+
+    Checked for every entry before any Parameter changes (problems are listed together):
+      * `where` is a str (the caller's name, used in the messages), the two arguments are dicts;
+      * every value is a NumPy ndarray (OpTypeError otherwise);
+      * every name in `arrays` is a key of `params_by_name` (names only in `params_by_name` are left
+        alone: whether a missing value is an error is the caller's rule);
+      * every array has exactly its Parameter's shape and dtype: no conversion, no broadcasting, no
+        dropped trailing 1s (the caller converts as its own rules allow first);
+      * a Parameter reached under two names (tied weights) gets bitwise-equal values under both,
+        and is assigned once.
+    Values are not checked for finiteness: a NaN in a checkpoint is data, not damage.
+    Problems raise OpValueError(where, ...) naming each entry, e.g. "'fc.bias' is Float32[4] for a
+    Float32[3] Parameter; 'fc.scale' names no Parameter".
+
+    Then each Parameter takes its array as storage *without copying* when the array is
+    C-contiguous and writable (so pass arrays nobody else keeps writing to); other arrays (read-only
+    ones from `np.frombuffer`, non-contiguous views) are copied first. If an assignment fails
+    half-way, every Parameter already assigned gets its old storage back before the exception
+    propagates, so the net is either fully loaded or exactly as it was. Returns None.
+    """
+    assign_validated(validate_all(params_by_name, arrays, where))
+
+
 __all__ = ["save_checkpoint", "load_checkpoint", "load_param_into_net", "read_checkpoint_items",
-           "CheckpointError"]
+           "read_checkpoint_bytes", "assign_all", "CheckpointError"]
