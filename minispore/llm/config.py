@@ -7,6 +7,7 @@ training hyper-parameters that go with it (the trainer's `TrainConfig` reads tho
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 from dataclasses import dataclass, field
 
@@ -42,6 +43,11 @@ class LlamaConfig:
     init_std: float = 0.02
 
     def __post_init__(self):
+        # Every field is type-checked here because configs arrive from JSON files (a checkpoint's
+        # config, the CLI's --config): a string "false" is truthy, NaN passes `v <= 0`, and 1e9 is
+        # a float. Sizes are *not* limited here - a config is only a description (DryRun analyses
+        # 70B ones); the memory a config implies is checked where it is spent (Llama.__init__,
+        # memory_estimate.check_config).
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "multiple_of", "max_seq_len"):
             _positive_int(name, getattr(self, name))
         if self.n_kv_heads is None:
@@ -49,6 +55,9 @@ class LlamaConfig:
         _positive_int("n_kv_heads", self.n_kv_heads)
         if self.ffn_dim is not None:
             _positive_int("ffn_dim", self.ffn_dim)
+        if self.ffn_dim_multiplier is not None and not _finite_positive(self.ffn_dim_multiplier):
+            raise OpValueError("LlamaConfig", "'ffn_dim_multiplier' as None or a finite number > 0",
+                               repr(self.ffn_dim_multiplier))
         if self.dim % self.n_heads:
             raise OpValueError("LlamaConfig", f"'dim' divisible by 'n_heads' ({self.n_heads})", f"dim={self.dim}")
         if self.head_dim % 2:
@@ -57,12 +66,16 @@ class LlamaConfig:
         if self.n_kv_heads > self.n_heads or self.n_heads % self.n_kv_heads:
             raise OpValueError("LlamaConfig", f"'n_kv_heads' dividing 'n_heads' ({self.n_heads})",
                                f"n_kv_heads={self.n_kv_heads}")
-        if not isinstance(self.dropout, numbers.Real) or not 0.0 <= self.dropout < 1.0:
+        if (not isinstance(self.dropout, numbers.Real) or isinstance(self.dropout, bool)
+                or not 0.0 <= self.dropout < 1.0):
             raise OpValueError("LlamaConfig", "'dropout' in [0, 1)", repr(self.dropout))
         for name in ("norm_eps", "rope_theta", "init_std"):
             v = getattr(self, name)
-            if not isinstance(v, numbers.Real) or isinstance(v, bool) or v <= 0:
-                raise OpValueError("LlamaConfig", f"'{name}' > 0", repr(v))
+            if not _finite_positive(v):
+                raise OpValueError("LlamaConfig", f"'{name}' as a finite number > 0", repr(v))
+        if not isinstance(self.tie_embeddings, bool):
+            # not bool(v): bool("false") is True, and a config must not mean the opposite of what it says
+            raise OpValueError("LlamaConfig", "'tie_embeddings' as True or False", repr(self.tie_embeddings))
 
     @property
     def head_dim(self) -> int:
@@ -107,6 +120,11 @@ class LlamaConfig:
 def _positive_int(name, v):
     if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
         raise OpValueError("LlamaConfig", f"'{name}' as a positive int", repr(v))
+
+
+def _finite_positive(v) -> bool:
+    """A real number (not a bool, not a string) in (0, inf): NaN fails `v > 0`."""
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 < v < math.inf
 
 
 @dataclass

@@ -21,23 +21,47 @@ interleaved pairs; HF's conversion script permutes the q/k rows once, and HF-nat
 — what this reads — are already in the half-split layout.)
 
 Loading is all-or-nothing: every tensor is read into a fresh dict and checked (present, right
-shape, floating point) before any parameter is assigned, so a bad file leaves the model untouched
-and the error names the tensor.
+shape, floating point) before any parameter is assigned, and an assignment that fails part-way
+is undone (train/serialization.assign_all), so a bad file leaves the model untouched and the
+error names the tensor.
+
+A downloaded folder is untrusted input, so before anything is built or read:
+
+* files are opened only if they are regular files (common/untrusted_files: a FIFO would block,
+  a link to /dev/zero would read forever), JSON is capped in size and nesting depth; each
+  refusal is a CheckpointError naming the file;
+* config fields must have the JSON types HF's own writer produces - integers, finite numbers,
+  true/false (a string "false" is refused: it is truthy) - and errors name the field and file;
+* the memory the config implies (weights, RoPE tables) and the memory reading the weight files
+  takes are checked against the limit (common/memory_limit, llm/memory_estimate);
+* an index's shard names must be files in the folder (no absolute paths, no `..`), each tensor
+  must sit in exactly one shard, and in the shard the index names.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import numpy as np
 
+from ..common import dtype as mstype
 from ..common.errors import OpTypeError, OpValueError
-from ..common.tensor import Tensor
+from ..common.memory_limit import check_fits
+from ..common.untrusted_files import MAX_JSON_BYTES, UntrustedFileError, check_regular_file, inside, read_json
+from ..train.safetensors_codec import CheckpointError, decode
+from ..train.serialization import assign_all, read_checkpoint_bytes
 from .config import LlamaConfig
+from .memory_estimate import check_config
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 INDEX_NAME = "model.safetensors.index.json"
+# read caps (module attributes, read at call time): a LLaMA config.json is ~1 KB (4 MiB leaves room
+# for configs that carry label maps); an index lists every tensor name (~100 bytes each), so
+# 64 MiB covers far more tensors than any real checkpoint has
+MAX_CONFIG_BYTES = 4 * 2**20
+MAX_INDEX_BYTES = MAX_JSON_BYTES
 
 _LAYER_NAMES = {
     "input_layernorm.weight": "attention_norm.weight",
@@ -67,41 +91,112 @@ def hf_to_minispore_names(cfg: LlamaConfig) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 # config
+_REQUIRED = object()
+
+
+def _field(d, key, path, default=_REQUIRED):
+    if key in d:
+        return d[key]
+    if default is _REQUIRED:
+        raise OpValueError("from_pretrained", f"'{key}' in {path}", "no such field")
+    return default
+
+
+def _positive_int(d, key, path, default=_REQUIRED, allow_null=False):
+    """An integer field: JSON integers only (HF writes `2048`, never `2048.0` or `"2048"`)."""
+    v = _field(d, key, path, default)
+    if v is None and allow_null:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+        raise OpValueError("from_pretrained", f"'{key}' in {path} as a positive integer", repr(v)[:80])
+    return v
+
+
+def _finite_positive(d, key, path, default):
+    """A number field: int or float, finite (Python's JSON reader accepts NaN and Infinity, and
+    an integer too big for a float), > 0."""
+    v = _field(d, key, path, default)
+    try:
+        f = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+    except OverflowError:
+        f = math.inf
+    if not 0 < f < math.inf:
+        raise OpValueError("from_pretrained", f"'{key}' in {path} as a finite number > 0", repr(v)[:80])
+    return f
+
+
+def _json_bool(d, key, path, default):
+    """A boolean field. HF's writer stores JSON true/false; HF's reader would take a string as is,
+    and `"false"` is truthy in Python - the config would mean the opposite of what it says. So
+    anything but a real boolean is refused, not guessed at."""
+    v = _field(d, key, path, default)
+    if not isinstance(v, bool):
+        raise OpValueError("from_pretrained", f"'{key}' in {path} as JSON true or false "
+                           "(a string or number is not read as a boolean)", repr(v)[:80])
+    return v
+
+
+def _token_ids(d, path) -> dict:
+    """bos/eos/pad token ids: null, an integer >= 0, or (eos, in newer configs) a list of them."""
+    out = {}
+    for key in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if key not in d:
+            continue
+        v = d[key]
+        ids = v if isinstance(v, list) else [v]
+        if v is not None and not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
+            raise OpValueError("from_pretrained", f"'{key}' in {path} as a token id (an integer >= 0), "
+                               "a list of them, or null", repr(v)[:80])
+        out[key] = v
+    return out
+
+
 def config_from_hf(d: dict, path="config.json") -> LlamaConfig:
-    """A LlamaConfig from HF's config.json fields; anything minispore's LLaMA cannot run is an
-    error naming the field."""
+    """A LlamaConfig from HF's config.json fields; anything minispore's LLaMA cannot run, and any
+    field of the wrong JSON type, is an error naming the field and the file."""
     op = "from_pretrained"
     if not isinstance(d, dict):
         raise OpValueError(op, f"{path} holding a JSON object", type(d).__name__)
     model_type = d.get("model_type", "llama")
     if model_type != "llama":
         raise OpValueError(op, f"'model_type' 'llama' in {path}", repr(model_type))
-    for key in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"):
-        if key not in d:
-            raise OpValueError(op, f"'{key}' in {path}", "no such field")
+    vocab = _positive_int(d, "vocab_size", path)
+    hidden = _positive_int(d, "hidden_size", path)
+    layers = _positive_int(d, "num_hidden_layers", path)
+    heads = _positive_int(d, "num_attention_heads", path)
+    ffn = _positive_int(d, "intermediate_size", path)
+    kv = _positive_int(d, "num_key_value_heads", path, None, allow_null=True) or heads
+    max_pos = _positive_int(d, "max_position_embeddings", path, 2048)
     checks = [("hidden_act", "silu"), ("attention_bias", False), ("mlp_bias", False), ("pretraining_tp", 1)]
     for key, want in checks:
-        if d.get(key, want) != want:
-            raise OpValueError(op, f"'{key}' = {want!r} in {path} (what minispore's LLaMA implements)",
-                               repr(d[key]))
+        got = d.get(key, want)
+        if got != want or type(got) is not type(want):         # True == 1 and 1.0 == 1: compare types too
+            raise OpValueError(op, f"'{key}' = {want!r} in {path} (what minispore's LLaMA implements)", repr(got))
     rope = d.get("rope_parameters") or d.get("rope_scaling") or {}
     if not isinstance(rope, dict):
-        raise OpValueError(op, f"'rope_parameters' as an object in {path}", repr(rope))
+        raise OpValueError(op, f"'rope_parameters' as an object in {path}", repr(rope)[:80])
     rope_type = rope.get("rope_type", rope.get("type", "default"))
     if rope_type != "default":
         raise OpValueError(op, f"'rope_type' 'default' in {path} (scaled RoPE is not implemented)", repr(rope_type))
-    theta = rope.get("rope_theta", d.get("rope_theta", 10000.0))
-    heads = d["num_attention_heads"]
-    kv = d.get("num_key_value_heads") or heads
-    head_dim = d.get("head_dim")
-    if head_dim is not None and head_dim * heads != d["hidden_size"]:
-        raise OpValueError(op, f"'head_dim' = hidden_size / num_attention_heads = "
-                           f"{d['hidden_size'] // heads} in {path}", repr(head_dim))
-    return LlamaConfig(vocab_size=d["vocab_size"], dim=d["hidden_size"], n_layers=d["num_hidden_layers"],
-                       n_heads=heads, n_kv_heads=kv, ffn_dim=d["intermediate_size"],
-                       max_seq_len=d.get("max_position_embeddings", 2048), norm_eps=d.get("rms_norm_eps", 1e-6),
-                       rope_theta=float(theta), tie_embeddings=bool(d.get("tie_word_embeddings", False)),
-                       init_std=d.get("initializer_range", 0.02))
+    theta = _finite_positive(d, "rope_theta", path, 10000.0)      # checked even where rope_parameters wins
+    if "rope_theta" in rope:
+        theta = _finite_positive(rope, "rope_theta", path, None)
+    if hidden % heads:
+        raise OpValueError(op, f"'hidden_size' divisible by 'num_attention_heads' ({heads}) in {path}", repr(hidden))
+    head_dim = _positive_int(d, "head_dim", path, None, allow_null=True)
+    if head_dim is not None and head_dim * heads != hidden:
+        raise OpValueError(op, f"'head_dim' = hidden_size / num_attention_heads = {hidden // heads} in {path}",
+                           repr(head_dim))
+    if heads % kv:
+        raise OpValueError(op, f"'num_key_value_heads' dividing 'num_attention_heads' ({heads}) in {path}", repr(kv))
+    if (hidden // heads) % 2:
+        raise OpValueError(op, f"an even head dimension hidden_size / num_attention_heads in {path} "
+                           "(rotary embeddings rotate pairs)", repr(hidden // heads))
+    _token_ids(d, path)
+    return LlamaConfig(vocab_size=vocab, dim=hidden, n_layers=layers, n_heads=heads, n_kv_heads=kv, ffn_dim=ffn,
+                       max_seq_len=max_pos, norm_eps=_finite_positive(d, "rms_norm_eps", path, 1e-6),
+                       rope_theta=theta, tie_embeddings=_json_bool(d, "tie_word_embeddings", path, False),
+                       init_std=_finite_positive(d, "initializer_range", path, 0.02))
 
 
 def config_to_hf(cfg: LlamaConfig, dtype_name="float32", extra=None) -> dict:
@@ -123,57 +218,115 @@ def config_to_hf(cfg: LlamaConfig, dtype_name="float32", extra=None) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------
-# weights
-def _read_json(path, op):
-    from ..train.serialization import CheckpointError
+# reading files: regular files only, sizes known before reading (common/untrusted_files). Every
+# refusal is a CheckpointError naming the file - one error class for a broken folder, as for a
+# broken checkpoint (train/serialization) - with untrusted_files' refusal as its __cause__.
+def _refused(op, path, e: UntrustedFileError) -> CheckpointError:
+    if e.got == "nothing at that path":
+        return CheckpointError(op, path, "does not exist")
+    return CheckpointError(op, path, f"was refused: expected {e.expected}, but got {e.got}")
+
+
+def _read_json(path, op, what, max_bytes):
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise CheckpointError(op, path, "does not exist") from None
-    except (OSError, ValueError) as e:
-        raise CheckpointError(op, path, f"is not readable JSON: {e}") from None
+        return read_json(path, what, max_bytes=max_bytes)
+    except UntrustedFileError as e:
+        raise _refused(op, path, e) from e
+
+
+def _file_size(path, op) -> int:
+    try:
+        return check_regular_file(path, "a safetensors weight file").st_size
+    except UntrustedFileError as e:
+        raise _refused(op, path, e) from e
 
 
 def _read_safetensors(path, op) -> dict:
-    from ..train.safetensors_codec import decode
-    from ..train.serialization import CheckpointError
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise CheckpointError(op, path, "does not exist") from None
-    except OSError as e:
-        raise CheckpointError(op, path, f"cannot be read: {e}") from None
-    tensors, _ = decode(raw, path, op=op)
+    """The tensors of one safetensors file, read by the checkpoint reader (regular file, its
+    memory checked, read once) and parsed by the codec (every header number checked)."""
+    tensors, _ = decode(read_checkpoint_bytes(op, path, "safetensors weight file"), path, op=op)
     return tensors
 
 
-def read_hf_tensors(folder, op="from_pretrained") -> tuple[dict, str]:
+def _shard_path(folder, shard, index, op) -> str:
+    """Where the index's shard name points, refused unless it names a file in the folder.
+
+    The *name* must stay inside: no absolute path, no `..`, no symlinked subfolder leading out.
+    The file itself may be a symlink: the HF hub cache stores snapshots/<rev>/<shard> as links
+    to ../../blobs/<hash>; the regular-file check still applies to whatever it points to."""
+    parts = shard.replace("\\", "/").split("/")
+    path = os.path.join(folder, shard)
+    if os.path.isabs(shard) or ".." in parts or not inside(os.path.dirname(path), folder):
+        raise CheckpointError(op, index, f"names the shard {shard!r}, which is outside the model folder "
+                              f"'{folder}' (shards must be files in the folder)")
+    return path
+
+
+def _weight_files(folder, op):
+    """([(file name as the index spells it, path)], the index as a dict or None, the file errors name)."""
+    single, index_path = os.path.join(folder, WEIGHTS_NAME), os.path.join(folder, INDEX_NAME)
+    if os.path.lexists(single):
+        return [(WEIGHTS_NAME, single)], None, single
+    if not os.path.lexists(index_path):
+        raise CheckpointError(op, single, f"does not exist (nor does {INDEX_NAME}): '{folder}' is not a "
+                              "HuggingFace model folder")
+    index = _read_json(index_path, op, "a HuggingFace weight index", MAX_INDEX_BYTES)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict):
+        raise CheckpointError(op, index_path, "has no 'weight_map' object")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard:
+            raise CheckpointError(op, index_path, f"maps '{name}' to {shard!r}, not a shard file name")
+    shards = sorted(set(weight_map.values()))
+    return [(s, _shard_path(folder, s, index_path, op)) for s in shards], weight_map, index_path
+
+
+def _check_shards(per_shard, weight_map, index_path, op):
+    """Each tensor in exactly one shard, and in the shard the index names for it."""
+    origin = {}
+    for shard, names in per_shard:
+        for name in names:
+            if name in origin:
+                raise CheckpointError(op, index_path, f"lists shards that both store '{name}': both "
+                                      f"'{origin[name]}' and '{shard}' (which copy is meant is ambiguous)")
+            origin[name] = shard
+    for name, shard in weight_map.items():
+        if origin.get(name) != shard:
+            where = f"'{origin[name]}' stores it" if name in origin else "which does not store it"
+            raise CheckpointError(op, index_path, f"maps '{name}' to '{shard}', but {where}")
+    unlisted = sorted(n for n in origin if n not in weight_map)
+    if unlisted:
+        raise CheckpointError(op, index_path, f"does not list {unlisted[:6]}, which '{origin[unlisted[0]]}' stores")
+
+
+def read_hf_tensors(folder, op="from_pretrained", also_needs=0) -> tuple[dict, str]:
     """{HF name: ndarray} from model.safetensors, or from the shards a model.safetensors.index.json
-    lists; also returns the file the names came from (for error messages)."""
-    from ..train.serialization import CheckpointError
-    single, index = os.path.join(folder, WEIGHTS_NAME), os.path.join(folder, INDEX_NAME)
-    if os.path.exists(single):
-        return _read_safetensors(single, op), single
-    if os.path.exists(index):
-        weight_map = _read_json(index, op).get("weight_map")
-        if not isinstance(weight_map, dict):
-            raise CheckpointError(op, index, "has no 'weight_map' object")
-        tensors = {}
-        for shard in sorted(set(weight_map.values())):
-            tensors.update(_read_safetensors(os.path.join(folder, shard), op))
-        return tensors, index
-    raise CheckpointError(op, single, f"does not exist (nor does {INDEX_NAME}): '{folder}' is not a "
-                          "HuggingFace model folder")
+    lists; also returns the file the names came from (for error messages).
+
+    Before any weight is read: every file is stat'ed (regular files only) and the memory reading
+    them takes - each file's bytes, the decoded copy of the biggest, plus `also_needs` (the
+    caller's staged copies) - is checked against the limit (common/memory_limit)."""
+    files, weight_map, source = _weight_files(folder, op)
+    sizes = [_file_size(path, op) for _, path in files]
+    # the decoded tensors of every file, plus the biggest file's bytes while it is decoded
+    check_fits(sum(sizes) + max(sizes) + also_needs, f"reading the weights in '{folder}'",
+               "The checkpoint is bigger than this machine can hold; use a smaller model.")
+    tensors, per_shard = {}, []
+    for name, path in files:
+        part = _read_safetensors(path, op)
+        per_shard.append((name, list(part)))
+        tensors.update(part)
+    if weight_map is not None:
+        _check_shards(per_shard, weight_map, source, op)
+    return tensors, source
 
 
 def load_hf_weights(model, folder, op="from_pretrained"):
     """Assign the HF tensors in `folder` to `model`'s parameters — all of them, or none."""
-    from ..train.serialization import CheckpointError
-    tensors, source = read_hf_tensors(folder, op)
     names = hf_to_minispore_names(model.config)
     params = dict(model.parameters_and_names())
+    staged_bytes = sum(params[ours].asnumpy().nbytes for ours in names.values())
+    tensors, source = read_hf_tensors(folder, op, also_needs=staged_bytes)
     staged = {}
     for hf_name, ours in names.items():
         p = params[ours]
@@ -192,8 +345,7 @@ def load_hf_weights(model, folder, op="from_pretrained"):
     if extra:
         raise CheckpointError(op, source, f"has tensors minispore's LLaMA does not use: {extra[:6]}"
                               + (f" (+{len(extra) - 6} more)" if len(extra) > 6 else ""))
-    for ours, arr in staged.items():                  # everything checked: now assign
-        params[ours].set_data(Tensor(arr))
+    assign_all(params, staged, op)       # everything checked: now assign (undone if it fails part-way)
 
 
 def from_pretrained(cls, folder, dtype=None, attention="auto"):
@@ -203,13 +355,19 @@ def from_pretrained(cls, folder, dtype=None, attention="auto"):
         raise OpTypeError(op, "a folder path", type(folder).__name__)
     folder = os.fspath(folder)
     cfg_path = os.path.join(folder, CONFIG_NAME)
-    hf_cfg = _read_json(cfg_path, op)
-    model = cls(config_from_hf(hf_cfg, cfg_path), attention=attention)
+    hf_cfg = _read_json(cfg_path, op, "a HuggingFace config", MAX_CONFIG_BYTES)
+    cfg = config_from_hf(hf_cfg, cfg_path)
+    # the model is built in float32 and then converted: budget the wider of the two
+    wide = mstype.float32 if dtype is None or mstype.as_dtype(dtype).itemsize <= 4 else dtype
+    check_config(cfg, f"The model of '{cfg_path}' ({cfg.num_params():,} parameters)", dtype=wide,
+                 hint="Its size comes from num_hidden_layers, hidden_size, intermediate_size, vocab_size "
+                      "and max_position_embeddings.")
+    model = cls(cfg, attention=attention)
     if dtype is not None:
         for p in model.get_parameters():
             p.set_dtype(dtype)
     load_hf_weights(model, folder, op)
-    model.hf_config = {k: hf_cfg[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in hf_cfg}
+    model.hf_config = _token_ids(hf_cfg, cfg_path)
     model.set_train(False)
     return model
 

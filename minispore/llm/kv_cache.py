@@ -24,12 +24,21 @@ so one `Attention` cell serves training (no cache), contiguous decoding and page
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..common.errors import OpValueError
+from ..common.memory_limit import check_fits
 from ..common.tensor import _wrap
 from ..ops import functional as F
 from .block_manager import BlockManager, OutOfBlocksError
+from .memory_estimate import kv_bytes
+
+_KV_HINT = "Use fewer rows or a shorter context (capacity / num_blocks)."
+# a Block object and its free-list entry in block_manager.BlockManager: 281 bytes measured
+# (tracemalloc of BlockManager(100000, 16)), rounded up
+_BLOCK_OBJECT_BYTES = 320
 
 
 # ------------------------------------------------------------------------------------------------
@@ -46,6 +55,9 @@ class LayerKVCache:
         need = self.owner.length + t
         if self.k is None:
             cap = max(need, self.owner.capacity or 0, 16)
+            if self is self.owner.layers[0]:           # budget the whole cache before its first array
+                check_fits(kv_bytes(len(self.owner.layers), b, h, cap, d, k.dtype.np.itemsize),
+                           f"a KV cache of {cap:,} positions x {b} rows", _KV_HINT)
             self.k = np.zeros((b, h, cap, d), dtype=k.dtype.np)
             self.v = np.zeros_like(self.k)
         elif need > self.k.shape[2]:             # grow geometrically: appends stay amortized O(1)
@@ -98,6 +110,7 @@ class KVCache:
                                f"{max_seq_len}, {start} already cached)", f"{seq}")
         if self.batch_size is not None and batch != self.batch_size:
             raise OpValueError("Llama", f"a batch of {self.batch_size} rows (the cache's batch)", f"{batch}")
+        self._check_growth(start + seq)
         if self.pad is None:
             self.step_discard = None
             return start
@@ -110,6 +123,17 @@ class KVCache:
         key = np.arange(s)[None, None, :]
         self.step_discard = ((key < self.pad[:, None, None]) & (key != cols[None, :, None]))[:, None]
         return np.maximum(cols[None, :] - self.pad[:, None], 0)
+
+    def _check_growth(self, need: int):
+        """Before any layer grows: the grown cache (every layer) plus one layer's old arrays, which
+        live until its copy is done, must fit - else nothing changes."""
+        k = self.layers[0].k
+        if k is None or need <= k.shape[2]:
+            return
+        b, h, cap, d = k.shape
+        new_cap = max(need, 2 * cap)
+        grown = kv_bytes(len(self.layers), b, h, new_cap, d, k.itemsize) + kv_bytes(1, b, h, cap, d, k.itemsize)
+        check_fits(grown, f"growing a KV cache to {new_cap:,} positions x {b} rows", _KV_HINT)
 
     def end(self, seq: int):
         self.length += seq
@@ -212,6 +236,14 @@ class PagedKVCache:
     def __init__(self, config, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True,
                  use_fused_ops: bool | None = None):
         self.config = config
+        # the pools and the block manager's per-block bookkeeping, budgeted before either exists
+        # (float32 pools assumed here; `_allocate` checks again with the model's real dtype). Bad
+        # counts are left to BlockManager, which refuses them with its own message.
+        counts = (num_blocks, block_size)
+        if all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 1 for v in counts):
+            n, size = int(num_blocks), int(block_size)
+            check_fits(kv_bytes(config.n_layers, n, config.n_kv_heads, size, config.head_dim, 4)
+                       + n * _BLOCK_OBJECT_BYTES, f"a paged KV cache of {n:,} blocks x {size} positions", _KV_HINT)
         # None: MindSpore's reshape_and_cache + paged_attention when the fused ops exist; False: the
         # NumPy gather of each row's blocks and the model's attention function (the reference)
         available = hasattr(F, "paged_attention") and hasattr(F, "reshape_and_cache")
@@ -256,6 +288,9 @@ class PagedKVCache:
         return self
 
     def _allocate(self, np_dtype):
+        n, size, h, d = self.shape
+        check_fits(kv_bytes(len(self.layers), n, h, size, d, np.dtype(np_dtype).itemsize),
+                   f"a paged KV cache of {n:,} blocks x {size} positions", _KV_HINT)
         self.k = [np.zeros(self.shape, dtype=np_dtype) for _ in self.layers]
         self.v = [np.zeros(self.shape, dtype=np_dtype) for _ in self.layers]
         self.k_tensors = [_wrap(a) for a in self.k]

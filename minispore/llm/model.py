@@ -30,18 +30,26 @@ import numpy as np
 
 from .. import nn
 from ..common.errors import OpTypeError, OpValueError
-from ..common.initializer import Normal
+from ..common.initializer import Normal, Zero
 from ..common.tensor import Tensor, from_numpy
 from ..ops import functional as F
 from .attention import get_attention, naive_attention, repeat_kv
 from .config import LlamaConfig
 from .kv_cache import KVCache, PagedKVCache
+from .memory_estimate import check_config
 from .rope import apply_rotary_emb, rope_tables
 
 # MindSpore's fused LLM operators (ops/prims/fused*.py), used when present: one kernel (and one
 # backward rule) where the composite spelling runs several ops. Same numbers, up to float rounding.
 _FUSED_ROPE = getattr(F, "rotary_position_embedding", None)
 _FUSED_ADD_RMS_NORM = getattr(F, "add_rms_norm", None)
+
+
+def _parameters_are_abstract() -> bool:
+    """True inside DryRun's `abstract_parameters()`, where initializers return zero-stride views
+    that take no memory (graph/dryrun/abstract.py): then only the real arrays are checked."""
+    from ..graph.dryrun.abstract import is_abstract
+    return is_abstract(Zero().generate((2,)))          # Zero: the probe must not draw random numbers
 
 
 def rope(x, cos, sin):
@@ -163,6 +171,13 @@ class Llama(nn.Cell):
         super().__init__()
         if not isinstance(cfg, LlamaConfig):
             raise OpTypeError("Llama", "a LlamaConfig", type(cfg).__name__)
+        # before any array exists: refuse a config whose weights / RoPE tables would not fit
+        # (a raw MemoryError after minutes of building is the alternative)
+        if _parameters_are_abstract():
+            check_config(cfg, f"Llama(config) with abstract parameters (its RoPE tables for {cfg.max_seq_len:,} "
+                         "positions and its layers)", parameters=False)
+        else:
+            check_config(cfg, f"Llama(config) with {cfg.num_params():,} parameters")
         self.config = cfg
         self.attention_impl = attention
         attention_fn = get_attention(attention)

@@ -17,13 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..common.errors import OpValueError
+from ..common.memory_limit import check_fits
 from ..common.tensor import Tensor
 from ..ops import functional as F
+from .memory_estimate import rope_bytes
 
 
 def rope_frequencies(head_dim: int, theta: float = 10000.0) -> np.ndarray:
     """The d/2 rotation speeds theta^(-2i/d), i = 0 .. d/2-1, in float64."""
-    if head_dim <= 0 or head_dim % 2:
+    if not isinstance(head_dim, (int, np.integer)) or isinstance(head_dim, bool) or head_dim <= 0 or head_dim % 2:
         raise OpValueError("rope_frequencies", "a positive even head_dim", repr(head_dim))
     return theta ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
 
@@ -31,11 +33,19 @@ def rope_frequencies(head_dim: int, theta: float = 10000.0) -> np.ndarray:
 def rope_tables(head_dim: int, seq_len: int, theta: float = 10000.0, dtype=np.float32):
     """cos and sin tables of shape (seq_len, head_dim) for positions 0 .. seq_len-1.
 
-    Computed in float64 and rounded once, so position 10,000 is as accurate as position 1.
+    Computed in float64 and rounded once, so position 10,000 is as accurate as position 1. The
+    bytes they take are checked first: a config's `max_position_embeddings: 10**9` with a head
+    dimension of 128 means terabytes of tables, refused with a message rather than a MemoryError.
     """
-    angles = np.outer(np.arange(seq_len, dtype=np.float64), rope_frequencies(head_dim, theta))
+    if not isinstance(seq_len, (int, np.integer)) or isinstance(seq_len, bool) or seq_len <= 0:
+        raise OpValueError("rope_tables", "'seq_len' as a positive int", repr(seq_len))
+    freqs = rope_frequencies(head_dim, theta)
+    itemsize = np.dtype(dtype).itemsize
+    check_fits(rope_bytes(head_dim, int(seq_len), itemsize), f"RoPE tables for {int(seq_len):,} positions",
+               "Lower max_seq_len (max_position_embeddings).")
+    angles = np.outer(np.arange(seq_len, dtype=np.float64), freqs)
     angles = np.concatenate([angles, angles], axis=-1)          # half-split: both halves share angles
-    return np.cos(angles).astype(dtype), np.sin(angles).astype(dtype)
+    return np.cos(angles).astype(dtype, copy=False), np.sin(angles).astype(dtype, copy=False)
 
 
 def rotate_half(x: Tensor) -> Tensor:
