@@ -10,15 +10,22 @@ come from `minispore.llm.cli_commands` (`add_train_args(parser)`, `run_train(arg
 so `minispore info` and `minispore --help` stay fast and work even if the model code cannot load.
 
 Every command returns an exit status: 0 success, 1 a minispore error (printed as one clear line,
-no traceback), 2 bad usage, 130 interrupted by Ctrl-C.
+no traceback), 2 bad usage, 130 interrupted by Ctrl-C. A usage error prints the command's own
+usage (`minispore train --max-itres 5` shows `minispore train`'s, not the top level's) and, for a
+mistyped flag or command, the closest known one ("did you mean --max-iters?"; argparse's own
+`suggest_on_error` exists only from Python 3.14). Error lines leave out the "(at file:line)" that
+minispore errors carry for library users: from the command line that place is the launcher
+script, which says nothing.
 """
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import os
 import platform
+import re
 import sys
 from importlib import metadata
 
@@ -100,6 +107,7 @@ def info_dict() -> dict:
         data = {"tinyshakespeare": None}
 
     backends, backend_info = _backends()
+    from .backend import registry
     return {
         "minispore": minispore.__version__,
         "location": minispore.__path__[0],
@@ -114,6 +122,8 @@ def info_dict() -> dict:
         "dtypes": [str(d) for d in mstype.ALL_DTYPES],
         "backends": backends,
         "backend_info": backend_info,
+        # MINISPORE_DEVICE_TARGET naming a backend that could not be selected (None: fine or unset)
+        "device_target_error": registry.environment_error(),
         "primitives": len(PRIMITIVES),
         "data_bytes": data,
     }
@@ -145,6 +155,7 @@ def _format_info(info: dict) -> str:
         row("dtypes", ", ".join(info["dtypes"])),
         row("backends", backends[0]),
         *[row("", b) for b in backends[1:]],
+        *([row("", f"warning: {info['device_target_error']}")] if info.get("device_target_error") else []),
         row("primitives", f"{info['primitives']} registered"),
         row("data", f"tinyshakespeare.txt ({size:,} bytes)" if size is not None else "tinyshakespeare.txt MISSING"),
     ]
@@ -198,17 +209,44 @@ def _load_lazy_command(name: str, subparser) -> None:
     subparser.set_defaults(run=getattr(module, run_fn))
 
 
+def _did_you_mean(word: str, candidates) -> str:
+    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def _unrecognized(extras, parser) -> str:
+    """argparse's 'unrecognized arguments' message, plus the closest flag of `parser` to the first
+    unknown flag (`--max-itres=5` is matched by its name)."""
+    flags = [s for action in parser._actions for s in action.option_strings]
+    unknown = [a.split("=", 1)[0] for a in extras if a.startswith("-") and a != "-"]
+    hint = _did_you_mean(unknown[0], flags) if unknown else ""
+    return f"unrecognized arguments: {' '.join(extras)}{hint}"
+
+
+# "(at /path/bin/minispore:8 in <module>)" / "(at <frozen runpy>:88 in _run_code)": where a
+# minispore error was raised from, in the caller's code. Useful in a library, noise in a CLI.
+_LOCATION = re.compile(r" ?\(at (?:[^()\n]*?:\d+ in [^()\n]*|<minispore internals>)\)")
+
+
+def error_line(error) -> str:
+    """The one line a CLI prints for a minispore error: its message without the call location."""
+    return _LOCATION.sub("", str(error)).strip()
+
+
 def main(argv=None) -> int:
     """Entry point of the `minispore` console script and of `python -m minispore`."""
     from .common.errors import MinisporeError
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, subparsers = build_parser()
     command = _first_command(argv)
+    if command is not None and command not in subparsers:
+        parser.error(f"argument COMMAND: invalid choice: {command!r} (choose from "
+                     f"{', '.join(map(repr, subparsers))}){_did_you_mean(command, subparsers)}")
     if command in LAZY_COMMANDS:
         try:
             _load_lazy_command(command, subparsers[command])
         except MinisporeError as e:                 # e.g. a missing optional dependency, naming the extra
-            print(f"{PROG} {command}: error: {e}", file=sys.stderr)
+            print(f"{PROG} {command}: error: {error_line(e)}", file=sys.stderr)
             return 1
         except ImportError as e:
             print(f"{PROG} {command}: error: this command is not available: {LAZY_COMMANDS[command][0]} "
@@ -218,20 +256,30 @@ def main(argv=None) -> int:
             print(f"{PROG} {command}: error: {LAZY_COMMANDS[command][0]} does not provide the command "
                   f"({e})", file=sys.stderr)
             return 1
-    args = parser.parse_args(argv)                   # exits with status 2 on bad usage
+    args, extras = parser.parse_known_args(argv)     # exits with status 2 on bad usage
+    if extras:                                       # reported with the command's usage, not the top level's
+        (subparsers.get(args.command) or parser).error(_unrecognized(extras, subparsers.get(args.command) or parser))
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
         status = args.run(args)
     except MinisporeError as e:
-        print(f"{PROG} {args.command}: error: {e}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {error_line(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"\n{PROG} {args.command}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:                          # `minispore info | head`: the reader left early
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except OSError as e:                             # the file system said no (disk full, permissions)
+        where = f": '{e.filename}'" if e.filename else ""
+        print(f"{PROG} {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 1
+    except MemoryError:                              # past the up-front estimates: still one line
+        print(f"{PROG} {args.command}: error: out of memory (MemoryError); use smaller sizes, or set "
+              f"MINISPORE_MEMORY_LIMIT to have minispore refuse such jobs before they start", file=sys.stderr)
         return 1
     return 0 if status is None else int(status)
 

@@ -14,7 +14,10 @@
 * **Selection.** `set_context(device_target="Ascend")` in code, or the environment variable
   `MINISPORE_DEVICE_TARGET=Ascend`, applied when `import minispore` finishes. (MindSpore has no
   environment variable for this — `device_target` is a context key — so the variable is named after
-  the key.) Selecting a backend rebinds every primitive's `kernel` attribute once, to
+  the key.) A variable that cannot be applied (a typo such as `Ascned`, a plugin that is not
+  installed) must not break `import minispore` — `minispore info` has to work to diagnose it — so
+  the error is kept and raised when a backend is first used (the first kernel call), naming the
+  variable and the backends found; `set_context(device_target=...)` replaces it. Selecting a backend rebinds every primitive's `kernel` attribute once, to
   `backend.kernel_for(prim)`, so the eager fast path stays a single attribute read.
 * **Errors.** Asking for a backend that is not installed raises `BackendUnavailableError` naming
   what to install (`pip install minispore-ascend`, or `pip install -e plugins/ascend` from a
@@ -27,11 +30,12 @@ kernels by `rebind_kernels()`.
 """
 from __future__ import annotations
 
+import difflib
 import os
 from importlib import metadata
 
 from ..common import context
-from ..common.errors import OpValueError
+from ..common.errors import MinisporeError, OpValueError
 from ..ops.primitive import PRIMITIVES
 from .base import Backend, BackendUnavailableError
 from .cpu import CPUBackend
@@ -48,6 +52,9 @@ KNOWN_PLUGINS = {
 _factories = {"CPU": CPUBackend}
 _instances: dict[str, Backend] = {}
 _current: list[Backend] = []
+# (target, reason) when MINISPORE_DEVICE_TARGET could not be applied at import; until a backend is
+# selected in code, every kernel raises it (see select_from_environment)
+_environment_failure: list[tuple[str, str]] = []
 
 
 def register_backend(name: str, factory) -> None:
@@ -150,6 +157,10 @@ def current_backend() -> Backend:
 def rebind_kernels() -> None:
     """Point every primitive at the current backend's kernel (call after defining new primitives,
     or after changing a backend's kernel tables)."""
+    if _environment_failure:
+        for p in PRIMITIVES.values():
+            p.kernel = _environment_failure_kernel
+        return
     b = _current[0]
     for p in PRIMITIVES.values():
         p.kernel = b.kernel_for(p)
@@ -161,6 +172,7 @@ def use_backend(name) -> Backend:
     without touching the context."""
     b = name if isinstance(name, Backend) else get_backend(name)
     _current[:] = [b]
+    _environment_failure.clear()          # a backend chosen in code replaces a failed variable
     rebind_kernels()
     return b
 
@@ -172,10 +184,49 @@ def _on_change(key, value):
 
 
 def select_from_environment() -> None:
-    """Apply MINISPORE_DEVICE_TARGET (called once, at the end of `import minispore`)."""
+    """Apply MINISPORE_DEVICE_TARGET (called once, at the end of `import minispore`).
+
+    If it cannot be applied, the import still succeeds: the reason is kept (`environment_error()`,
+    shown by `minispore info`) and every kernel raises it as a BackendUnavailableError, so the
+    first op fails clearly instead of silently running on the CPU."""
     target = os.environ.get(ENV_VAR, "").strip()
-    if target and target != _current[0].name:
+    if not target or target == _current[0].name:
+        return
+    try:
         context.set_context(device_target=target)
+    except MinisporeError as e:
+        found = available_backends()
+        if isinstance(e, BackendUnavailableError):         # a known plugin: missing or broken
+            reason = f"{ENV_VAR}={target!r} could not be applied: {e.reason}" + (f". {e.hint}" if e.hint else "")
+        else:                                              # not a backend name at all
+            close = difflib.get_close_matches(target.lower(), [n.lower() for n in found], n=1, cutoff=0.6)
+            guess = next((n for n in found if close and n.lower() == close[0]), None)
+            reason = (f"{ENV_VAR}={target!r} names no backend" + (f" (did you mean {guess!r}?)" if guess else ""))
+        reason += (f"; the backends found are {', '.join(found)}. Set {ENV_VAR} to one of them, or unset it "
+                   f"for the CPU reference")
+        _environment_failure[:] = [(target, reason)]
+        rebind_kernels()
+
+
+def environment_error() -> str | None:
+    """Why MINISPORE_DEVICE_TARGET could not be applied (None when it was, or is unset)."""
+    if not _environment_failure:
+        return None
+    target, reason = _environment_failure[0]
+    return str(BackendUnavailableError(target, reason))
+
+
+def check_environment() -> None:
+    """Raise now what the first kernel would raise while MINISPORE_DEVICE_TARGET cannot be applied
+    (nothing otherwise): for a command that wants the error before it starts its work."""
+    if _environment_failure:
+        _environment_failure_kernel()
+
+
+def _environment_failure_kernel(*args, **kwargs):
+    """Every primitive's kernel while MINISPORE_DEVICE_TARGET names a backend that cannot be used."""
+    target, reason = _environment_failure[0]
+    raise BackendUnavailableError(target, reason)
 
 
 _current.append(CPUBackend())
@@ -184,4 +235,5 @@ _instances["CPU"] = _current[0]
 
 __all__ = ["ENTRY_POINT_GROUP", "ENV_VAR", "KNOWN_PLUGINS", "register_backend", "unregister_backend",
            "available_backends", "loaded_backends", "get_backend", "current_backend", "rebind_kernels",
-           "use_backend", "select_from_environment"]
+           "use_backend", "select_from_environment", "environment_error",
+           "check_environment"]

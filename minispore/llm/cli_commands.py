@@ -14,17 +14,33 @@ checkpoint itself, so it needs nothing but the directory.
 `train` into a directory that already holds a run stops with an error unless `--resume` or
 `--overwrite` says what to do with it. Ctrl-C, SIGTERM and SIGHUP save a checkpoint and stop;
 the exit status is then 128 + the signal number (130, 143, 129).
+
+`--resume` continues the run as it was configured: every flag left out keeps the value recorded
+in the checkpoint (model shape, hyper-parameters, `--max-iters`, and the values a fresh run derives
+from other flags: the warmup and decay lengths from `--max-iters`, `--n-kv-heads` from
+`--n-heads`). So `minispore train --resume --max-iters N` extends a run to N iterations with the
+schedule it started with (past its decay length the rate stays at `--min-lr`). Model and schedule
+flags that disagree with the recording are refused; `--max-iters` and the evaluation/checkpoint
+cadence may change.
+
+Before any work, `train` checks what it can: the memory the model and batch imply
+(`memory_estimate.check_training`), that `--out` is a directory it can write to, that `--min-lr`
+is at most `--lr`.
 """
 from __future__ import annotations
 
 import argparse
+import codecs
 import dataclasses
 import os
 import signal
+import stat
 import sys
 
 from ..common.errors import OpValueError
-from .config import PRESETS, get_preset
+from .config import PRESETS, LlamaConfig, get_preset
+
+DEFAULT_PRESET = "shakespeare-char"
 
 # flag -> TrainConfig field (None default: keep the preset's value)
 _TRAIN_FLAGS = {
@@ -55,16 +71,40 @@ _MODEL_FLAGS = {
     "max_seq_len": ("--block-size", int, "context length"),
     "dropout": ("--dropout", float, "dropout rate"),
 }
+# TrainConfig fields a resumed run may change: how long it trains and how often it evaluates and
+# checkpoints. Every other field is the schedule and must match the checkpoint.
+_CHANGEABLE_ON_RESUME = ("max_iters", "eval_interval", "eval_iters", "final_eval_iters", "ckpt_interval",
+                         "keep_checkpoints")
+
+
+def path_arg(text: str) -> str:
+    """argparse type of a path flag: an empty string (`--out ""`, an unset shell variable) is a
+    usage error, never silently "the default"."""
+    if text == "":
+        raise argparse.ArgumentTypeError("expected a path, got an empty string")
+    return text
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
 
 
 def add_train_args(parser: argparse.ArgumentParser):
-    parser.add_argument("--preset", default="shakespeare-char", choices=sorted(PRESETS),
-                        help="model + hyper-parameter preset (default: shakespeare-char)")
-    parser.add_argument("--out", default=None, help="output directory (default: out/<preset>)")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--preset", default=None, choices=sorted(PRESETS),
+                        help=f"model + hyper-parameter preset (default: {DEFAULT_PRESET}; with --resume: the run's)")
+    parser.add_argument("--out", default=None, type=path_arg, help="output directory (default: out/<preset>)")
+    parser.add_argument("--threads", type=non_negative_int, default=1,
                         help="BLAS threads for the run (default 1: fastest for small models; 0 = library default)")
     existing = parser.add_mutually_exclusive_group()
-    existing.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
+    existing.add_argument("--resume", action="store_true",
+                          help="continue the run in --out from its latest checkpoint; flags left out keep the "
+                               "run's recorded values, and --max-iters N extends it to N iterations")
     existing.add_argument("--overwrite", action="store_true",
                           help="delete the run already in --out (checkpoints, metrics.json, loss.png) and start "
                                "afresh; without --resume or --overwrite an existing run is an error")
@@ -82,33 +122,92 @@ def add_train_args(parser: argparse.ArgumentParser):
 
 
 def configs_from_args(args):
-    """(LlamaConfig, TrainConfig) from the preset and the flags given."""
-    from ..train.trainer import TrainConfig
-    preset = get_preset(args.preset)
-    model_over = {f: getattr(args, "model_" + f) for f in _MODEL_FLAGS if getattr(args, "model_" + f) is not None}
-    if "n_heads" in model_over and "n_kv_heads" not in model_over:
-        model_over["n_kv_heads"] = model_over["n_heads"]
-    mc = dataclasses.replace(preset.model, **model_over)
-
-    train_over = {f: getattr(args, f) for f in _TRAIN_FLAGS if getattr(args, f) is not None}
-    if "max_iters" in train_over and "lr_decay_iters" not in train_over:
-        train_over["lr_decay_iters"] = train_over["max_iters"]       # "train for N iterations" decays over N
-    if "warmup_iters" not in train_over:
-        decay = train_over.get("lr_decay_iters", preset.train.get("lr_decay_iters", 1))
-        train_over["warmup_iters"] = min(preset.train.get("warmup_iters", 0), decay // 10)
+    """(LlamaConfig, TrainConfig) from the flags given and, for a fresh run, the preset; with
+    `--resume`, from the flags given and the values recorded in the run's latest checkpoint."""
+    from ..train.trainer import TrainConfig, recorded_run
+    out_dir = args.out if args.out is not None else f"out/{args.preset or DEFAULT_PRESET}"
+    given_model = {f: getattr(args, "model_" + f) for f in _MODEL_FLAGS if getattr(args, "model_" + f) is not None}
+    given_train = {f: getattr(args, f) for f in _TRAIN_FLAGS if getattr(args, f) is not None}
     if args.optimizer is not None:
-        train_over["optimizer"] = args.optimizer
-    train_over["out_dir"] = args.out or f"out/{args.preset}"
-    train_over["resume"] = args.resume
-    train_over["overwrite"] = getattr(args, "overwrite", False)
-    train_over["progress"] = not args.no_progress
-    train_over["plot"] = not args.no_plot
-    return mc, TrainConfig.from_preset(args.preset, **train_over)
+        given_train["optimizer"] = args.optimizer
+    recorded = recorded_run(out_dir) if args.resume else None
+    if args.resume and recorded is None:
+        from ..train.serialization import CheckpointError
+        raise CheckpointError("train --resume", out_dir, "holds no checkpoint to resume from" if os.path.isdir(out_dir)
+                              else "does not exist, so there is no run to resume (leave out --resume to start one)")
+    if recorded is None:        # a fresh run
+        preset = get_preset(args.preset or DEFAULT_PRESET)
+        model, train = _fresh_run_values(preset, given_model, given_train)
+        mc = dataclasses.replace(preset.model, **model)
+        preset_name = args.preset or DEFAULT_PRESET
+    else:
+        _refuse_changes(args, recorded, given_model, given_train, out_dir)
+        preset_name = recorded["train"].get("preset") or args.preset or DEFAULT_PRESET
+        preset = get_preset(preset_name)
+        mc = LlamaConfig.from_dict({**recorded["model"], **given_model})
+        fields = {f.name for f in dataclasses.fields(TrainConfig)}
+        train = {**{k: v for k, v in recorded["train"].items() if k in fields}, **given_train}
+        if train.get("max_iters", recorded["step"]) < recorded["step"]:
+            raise OpValueError("train --resume", f"--max-iters >= {recorded['step']}, the iterations the run in "
+                               f"'{out_dir}' has already done", str(train["max_iters"]))
+    lr, min_lr = (train.get(k, preset.train.get(k)) for k in ("learning_rate", "min_lr"))
+    if lr is not None and min_lr is not None and min_lr > lr:
+        raise OpValueError("train", "--min-lr <= --lr (the cosine schedule decays from --lr down to --min-lr)",
+                           f"--min-lr {min_lr:g} above --lr {lr:g}")
+    train.update(out_dir=out_dir, resume=args.resume, overwrite=getattr(args, "overwrite", False),
+                 progress=not args.no_progress, plot=not args.no_plot)
+    return mc, TrainConfig.from_preset(preset_name, **train)
+
+
+def _fresh_run_values(preset, given_model, given_train):
+    """(model overrides, train overrides) of a new run: the flags given plus what they imply."""
+    model, train = dict(given_model), dict(given_train)
+    if "n_heads" in model and "n_kv_heads" not in model:
+        model["n_kv_heads"] = model["n_heads"]
+    if "max_iters" in train and "lr_decay_iters" not in train:
+        train["lr_decay_iters"] = train["max_iters"]       # "train for N iterations" decays over N
+    if "warmup_iters" not in train:
+        decay = train.get("lr_decay_iters", preset.train.get("lr_decay_iters", 1))
+        train["warmup_iters"] = min(preset.train.get("warmup_iters", 0), decay // 10)
+    return model, train
+
+
+def _refuse_changes(args, recorded, given_model, given_train, out_dir):
+    """--resume: every model or schedule flag given must agree with the run's recording (the
+    iterations already done were trained with it); name each one that does not."""
+    from ..train.checkpoint_manager import ConfigMismatchError
+    problems = []
+    recorded_preset = recorded["train"].get("preset")
+    if args.preset is not None and recorded_preset is not None and args.preset != recorded_preset:
+        problems.append(f"--preset {args.preset} (the run has preset={recorded_preset!r})")
+    for field, value in given_model.items():
+        if field in recorded["model"] and recorded["model"][field] != value:
+            problems.append(f"{_MODEL_FLAGS[field][0]} {value} (the run has model.{field}={recorded['model'][field]!r})")
+    flags = {**{f: spec[0] for f, spec in _TRAIN_FLAGS.items()}, "optimizer": "--optimizer"}
+    for field, value in given_train.items():
+        if field in _CHANGEABLE_ON_RESUME or field not in recorded["train"]:
+            continue
+        if recorded["train"][field] != value:
+            problems.append(f"{flags[field]} {value} (the run has train.{field}={recorded['train'][field]!r})")
+    if problems:
+        raise ConfigMismatchError(
+            f"For 'train --resume', flags disagree with the run in '{out_dir}': {'; '.join(problems)}. "
+            f"A resumed run keeps its model and schedule: leave those flags out, or "
+            f"start a new run (--overwrite, or another --out). --max-iters and the evaluation and checkpoint "
+            f"flags may change.")
 
 
 def run_train(args) -> int:
-    from ..train.trainer import train
+    from ..backend.registry import check_environment
+    from ..train.trainer import prepare_output_dir, train
+    from .memory_estimate import check_training
+    check_environment()                      # a MINISPORE_DEVICE_TARGET typo: say so before any work
     mc, tc = configs_from_args(args)
+    # up front, before the banner and before any data is loaded
+    check_training(mc, tc.batch_size, mc.max_seq_len,
+                   what=f"minispore train --batch-size {tc.batch_size} --block-size {mc.max_seq_len} "
+                        f"(a {mc.num_params() / 1e6:,.2f}M-parameter model)")
+    prepare_output_dir(tc.out_dir)
     if args.threads > 0:
         # Small models do many small matrix products: one BLAS thread avoids the thread hand-off
         # and the contention that made 2-thread steps 10x slower on a shared 2-core machine.
@@ -119,7 +218,7 @@ def run_train(args) -> int:
 
 
 def _run_train(args, train, mc, tc) -> int:
-    print(f"minispore train: {args.preset}, {mc.num_params() / 1e6:.2f}M parameters "
+    print(f"minispore train: {tc.preset}, {mc.num_params() / 1e6:.2f}M parameters "
           f"({mc.n_layers} layers, {mc.n_heads} heads, {mc.dim} wide, context {mc.max_seq_len}); "
           f"{tc.max_iters} iterations of {tc.batch_size}x{mc.max_seq_len} tokens -> {tc.out_dir}", file=sys.stderr)
     m = train(mc, tc)
@@ -138,7 +237,7 @@ def _run_train(args, train, mc, tc) -> int:
 
 # ---------------------------------------------------------------------------------------------
 def add_generate_args(parser: argparse.ArgumentParser):
-    parser.add_argument("--ckpt", required=True,
+    parser.add_argument("--ckpt", required=True, type=path_arg,
                         help="a training output directory (its latest checkpoint) or one ckpt-NNNNNN directory")
     parser.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     parser.add_argument("--max-new-tokens", type=int, default=200, help="characters to generate (default 200)")
@@ -158,13 +257,73 @@ def add_generate_args(parser: argparse.ArgumentParser):
     parser.add_argument("--block-size", type=int, default=16, help="positions per block of the paged cache (default 16)")
 
 
+_TRAIN_FIRST = ("generate reads the output directory of `minispore train` (or one of its ckpt-NNNNNN "
+                "directories), which holds the weights, the model config and the tokenizer; create one with "
+                "`minispore train --out DIR`, then pass --ckpt DIR")
+
+
+def describe_file(path) -> str:
+    """What a path that is not a checkpoint directory is, in words: 'a text file of 12 bytes',
+    'a safetensors file of 3,312 bytes (weights only)', 'a character device'. Only regular files
+    are read (their first bytes): a FIFO or a device would block or never end."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"a path that cannot be read ({e.strerror})"
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                           (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+            if test(st.st_mode):
+                return name
+        return "not a regular file"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        return f"a file that cannot be read ({e.strerror})"
+    size = f"of {st.st_size:,} bytes"
+    # safetensors: an 8-byte little-endian header length, then the JSON header
+    if len(head) > 9 and head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") < st.st_size:
+        return f"a safetensors file {size} (weights only)"
+    if str(path).endswith(".ckpt"):
+        return f"a MindSpore .ckpt file {size} (weights only)"
+    if not head:
+        return "an empty file"
+    try:      # (incremental: a character cut at the end of the 4096 bytes is not "binary")
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        text = None
+    if text is None or "\x00" in text:
+        return f"a binary file {size}"
+    if text.lstrip()[:1] in ("{", "["):
+        return f"a JSON file {size}"
+    return f"a text file {size}"
+
+
+def _check_checkpoint_path(ckpt):
+    """A clear error for a --ckpt that cannot be a training checkpoint, before reading it."""
+    from ..train.checkpoint_manager import find_checkpoint
+    from ..train.serialization import CheckpointError
+    if not os.path.lexists(ckpt):
+        raise CheckpointError("generate", ckpt, f"does not exist; {_TRAIN_FIRST}")
+    if not os.path.isdir(ckpt):
+        raise CheckpointError("generate", ckpt, f"is {describe_file(ckpt)}, not a training checkpoint; {_TRAIN_FIRST}")
+    try:
+        find_checkpoint(ckpt)
+    except CheckpointError:
+        raise CheckpointError("generate", ckpt, "is a directory that holds no checkpoint (no ckpt-NNNNNN/ with "
+                              f"model.safetensors and state.json); {_TRAIN_FIRST}") from None
+
+
 def load_for_generation(ckpt):
     """(model, tokenizer) from a checkpoint written by `train`."""
     from ..dataset import CharTokenizer
     from ..train.checkpoint_manager import CheckpointManager, read_state
     from ..train.serialization import CheckpointError
-    from .config import LlamaConfig
     from .model import Llama
+    _check_checkpoint_path(os.fspath(ckpt))
     state = read_state(ckpt)
     config = state.get("config")
     if not isinstance(config, dict) or not isinstance(config.get("model"), dict) \
@@ -179,7 +338,9 @@ def load_for_generation(ckpt):
 
 
 def run_generate(args) -> int:
+    from ..backend.registry import check_environment
     from .generate import generate_text
+    check_environment()
     if args.top_k is not None and args.top_k < 0:
         raise OpValueError("generate", "--top-k >= 0", str(args.top_k))
     model, tokenizer = load_for_generation(args.ckpt)
@@ -193,4 +354,4 @@ def run_generate(args) -> int:
 
 
 __all__ = ["add_train_args", "run_train", "add_generate_args", "run_generate", "configs_from_args",
-           "load_for_generation"]
+           "load_for_generation", "describe_file", "path_arg", "non_negative_int", "DEFAULT_PRESET"]

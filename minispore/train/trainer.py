@@ -13,25 +13,33 @@ Around it:
 * every `ckpt_interval` iterations the full training state is checkpointed: weights, optimizer
   moments and step, the global RNG (dropout), the batch sampler's position, the config and the
   loss history. `resume=True` continues from the latest checkpoint and reproduces a straight run
-  bit for bit;
+  bit for bit. A resumed run may train longer (a larger `max_iters`): the learning-rate schedule
+  stays the one recorded in the checkpoint (an `lr_decay_iters` left as None means the recorded
+  decay length, not the new `max_iters`), so past the decay the rate stays at `min_lr`;
 * Ctrl-C (SIGINT), SIGTERM and SIGHUP -- what a terminal, `kill` or a cluster scheduler sends
   before preemption -- finish the current iteration, save a checkpoint and stop (the CLI exits
   with 128 + the signal number). A second signal outside a save stops at once; during a save it
   is held until the save has finished, so `latest` always names a complete checkpoint;
 * a directory that already holds a run is never replaced implicitly: `resume=True` continues it,
   `overwrite=True` deletes it first, anything else is an `ExistingRunError`;
+* before any work, `out_dir` must be (or become) a directory this process can write to, and the
+  memory the run implies (`minispore.llm.memory_estimate`) must fit: a path that is a file, a
+  read-only run directory or a batch far too large is an error at once, not after an hour;
 * at the end `out_dir/metrics.json` and `out_dir/loss.png` (matplotlib) are written.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import json
 import math
 import numbers
 import os
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -39,7 +47,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..common import context
-from ..common.errors import MinisporeError, MinisporeRuntimeError, OpTypeError, OpValueError, require
+from ..common.errors import (MinisporeError, MinisporeRuntimeError, MissingExtraError, OpTypeError,
+                             OpValueError, require)
 from ..common.tensor import Tensor
 from .checkpoint_manager import CheckpointManager
 from .serialization import CheckpointError
@@ -56,6 +65,8 @@ class TrainConfig:
       correction). Weight decay applies to matrices (weights, embeddings) only, not to norms.
     * `lr_decay_iters` (default: `max_iters`) is where the cosine schedule reaches `min_lr`.
     * `final_eval_iters`: batches per split for the last evaluation (the reported losses).
+    * `preset`: the name of the preset the values came from (`from_preset` sets it), recorded in
+      checkpoints so that `minispore train --resume` can tell a different `--preset` apart.
     """
 
     out_dir: str = "out/shakespeare-char"
@@ -82,6 +93,7 @@ class TrainConfig:
     progress: bool = True
     log_interval: int = 10
     plot: bool = True
+    preset: str | None = None
 
     def __post_init__(self):
         for name in ("max_iters", "batch_size", "eval_interval", "eval_iters", "final_eval_iters",
@@ -99,6 +111,10 @@ class TrainConfig:
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or isinstance(v, bool) or v < 0:
                 raise OpValueError("TrainConfig", f"'{name}' >= 0", repr(v))
+        if self.min_lr > self.learning_rate:
+            raise OpValueError("TrainConfig", "'min_lr' <= 'learning_rate' (the cosine schedule decays from "
+                               "learning_rate down to min_lr)",
+                               f"min_lr={self.min_lr!r} above learning_rate={self.learning_rate!r}")
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Real) or not 0.0 <= v < 1.0:
@@ -110,6 +126,8 @@ class TrainConfig:
                                "resume=True, overwrite=True")
         if not isinstance(self.out_dir, (str, os.PathLike)):
             raise OpTypeError("TrainConfig", "'out_dir' as a path", type(self.out_dir).__name__)
+        if self.preset is not None and not isinstance(self.preset, str):
+            raise OpTypeError("TrainConfig", "'preset' as a preset name or None", type(self.preset).__name__)
 
     @property
     def decay_iters(self) -> int:
@@ -125,6 +143,15 @@ class TrainConfig:
         d["lr_decay_iters"] = self.decay_iters
         return d
 
+    # what `run_fields` leaves out: where this invocation writes and how it shows progress
+    _PER_INVOCATION = ("out_dir", "resume", "overwrite", "progress", "plot")
+
+    def run_fields(self) -> dict:
+        """Every field that describes the run itself (the schedule, `max_iters`, the evaluation and
+        checkpoint cadence, `preset`), recorded in each checkpoint so a resumed run can default to
+        them (see `recorded_run`)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in self._PER_INVOCATION}
+
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "TrainConfig":
         """The training hyper-parameters of a preset (see `minispore.llm.config.PRESETS`), with
@@ -132,6 +159,7 @@ class TrainConfig:
         from ..llm.config import get_preset
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in get_preset(name).train.items() if k in fields}
+        values["preset"] = name
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 
@@ -289,6 +317,87 @@ class ExistingRunError(MinisporeError, FileExistsError):
 _RUN_FILES = ("metrics.json", "loss.png")
 
 
+class OutputDirError(MinisporeError, OSError):
+    """`out_dir` (`--out`) cannot hold the run: it is a file, it cannot be created, or this process
+    cannot write there. Raised before any work, instead of at the first checkpoint."""
+
+    def __init__(self, out_dir, problem):
+        self.out_dir, self.problem = str(out_dir), problem
+        super().__init__(f"For 'train', the output directory (--out) '{out_dir}' {problem}; the checkpoints, "
+                         f"metrics.json and loss.png are written there, so choose another --out")
+
+
+def _what_is(path) -> str:
+    """What is at `path`, in words, for an error message ('a regular file of 12 bytes')."""
+    link = f"a symlink to {os.path.realpath(path)}, " if os.path.islink(path) else ""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        return f"{link}which cannot be followed ({e.strerror})" if link else f"unreadable ({e.strerror})"
+    for test, name in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket")):
+        if test(st.st_mode):
+            return link + name
+    return f"{link}a regular file of {st.st_size:,} bytes"
+
+
+def prepare_output_dir(out_dir) -> str:
+    """Create `out_dir` if needed and prove this process can write there, by creating and
+    removing a probe file: permission bits do not tell (root ignores them; a read-only mount or an
+    immutable directory refuses root too). Returns the path as a str; raises OutputDirError."""
+    path = os.fspath(out_dir)
+    if path == "":
+        raise OutputDirError(path, "is empty")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise OutputDirError(path, f"is {_what_is(path)}, not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(path, f"cannot be created ({e.strerror})") from None
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".minispore-write-test-", dir=path)
+    except OSError as e:
+        raise OutputDirError(path, f"is not writable ({e.strerror})") from None
+    os.close(fd)
+    os.remove(probe)
+    return path
+
+
+def recorded_run(out_dir) -> dict | None:
+    """What the run in `out_dir` was configured with, from its latest checkpoint, or None when it
+    holds no checkpoint: {"step": iterations done, "model": the LlamaConfig dict, "train": the
+    TrainConfig fields}. "train" always has the schedule (the fields a resumed run must share,
+    `TrainConfig.schedule_dict`); checkpoints written since `run_fields` was recorded also have
+    `max_iters`, the evaluation and checkpoint cadence and `preset`."""
+    from .checkpoint_manager import read_state
+    latest = CheckpointManager(out_dir, create=False).latest()
+    if latest is None:
+        return None
+    state = read_state(latest)
+    config = state.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("model"), dict) \
+            or not isinstance(config.get("train"), dict):
+        raise CheckpointError("train --resume", state["path"], "was not written by `minispore train` (its config has "
+                              "no 'model' and 'train' entries)")
+    train_fields = state["extra_state"].get("run")
+    train_fields = dict(train_fields) if isinstance(train_fields, dict) else {}
+    train_fields.update(config["train"])                  # the compared schedule wins over everything
+    return {"step": state["step"], "model": dict(config["model"]), "train": train_fields}
+
+
+def _resumed_config(tc: TrainConfig, recorded: dict, out_dir: str) -> TrainConfig:
+    """The config a resumed run trains with. The schedule is the recorded one: an `lr_decay_iters`
+    left as None ("the run's length") means the recorded decay length, so training longer than the
+    first run keeps its warmup and cosine and then stays at `min_lr` (what nanoGPT does past
+    `lr_decay_iters`) instead of stretching a schedule half of which has already run."""
+    if tc.lr_decay_iters is None and "lr_decay_iters" in recorded["train"]:
+        tc = dataclasses.replace(tc, lr_decay_iters=recorded["train"]["lr_decay_iters"])
+    if tc.max_iters < recorded["step"]:
+        raise OpValueError("train --resume", f"max_iters (--max-iters) >= {recorded['step']}, the iterations the "
+                           f"checkpoint in '{out_dir}' has already done", str(tc.max_iters))
+    return tc
+
+
 def _earlier_run(manager):
     """What of an earlier run `manager.directory` holds, in words (empty: nothing)."""
     found = []
@@ -337,10 +446,21 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     if not isinstance(train_config, TrainConfig):
         raise OpTypeError("train", "train_config as a TrainConfig", type(train_config).__name__)
     mc, tc = model_config, train_config
-    out_dir = os.fspath(tc.out_dir)
-    os.makedirs(out_dir, exist_ok=True)
+    from ..llm.memory_estimate import check_training
+    check_training(mc, tc.batch_size, mc.max_seq_len,
+                   what=f"Training a {mc.num_params() / 1e6:,.1f}M-parameter model on batches of "
+                        f"{tc.batch_size} x {mc.max_seq_len} tokens (batch_size x max_seq_len)")
+    out_dir = prepare_output_dir(tc.out_dir)
+    if tc.plot and importlib.util.find_spec("matplotlib") is None:     # known now, not after training
+        raise MissingExtraError("matplotlib", "plot", "Plotting the loss curves (loss.png; plot=False / --no-plot "
+                                "skips it)")
     manager = CheckpointManager(out_dir, keep=tc.keep_checkpoints)
-    if not tc.resume:                   # checked before any work: the earlier run is left untouched
+    if tc.resume:
+        recorded = recorded_run(out_dir)
+        if recorded is None:
+            raise CheckpointError("train --resume", out_dir, "holds no checkpoint to resume from")
+        tc = _resumed_config(tc, recorded, out_dir)
+    else:                               # checked before any work: the earlier run is left untouched
         found = _earlier_run(manager)
         if found and not tc.overwrite:
             raise ExistingRunError(out_dir, found)
@@ -362,8 +482,6 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     evals = {"iter": [], "train_loss": [], "val_loss": []}
     start, prior_wall, prior_train = 0, 0.0, 0.0
     if tc.resume:
-        if manager.latest() is None:
-            raise CheckpointError("train --resume", out_dir, "holds no checkpoint to resume from")
         extra = manager.load("latest", model, optimizer, config=run_config, sampler=sampler)
         start = extra["step"]
         history, evals = extra["history"], extra["evals"]
@@ -384,7 +502,7 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
 
     def save(step):
         extra = {"history": history, "evals": evals, "wall_time_s": prior_wall + (time.perf_counter() - t0),
-                 "train_time_s": prior_train + train_time}
+                 "train_time_s": prior_train + train_time, "run": tc.run_fields()}
         with stop.saving():             # a signal now is handled once the checkpoint is complete
             manager.save(step, model, optimizer, extra, config=run_config, sampler=sampler)
 
@@ -531,5 +649,6 @@ def plot_losses(history, evals, path):
     return path
 
 
-__all__ = ["TrainConfig", "train", "ExistingRunError", "STOP_SIGNALS", "build_optimizer", "estimate_loss", "prepare_data", "plot_losses",
+__all__ = ["TrainConfig", "train", "ExistingRunError", "OutputDirError", "prepare_output_dir", "recorded_run",
+           "STOP_SIGNALS", "build_optimizer", "estimate_loss", "prepare_data", "plot_losses",
            "decay_groups"]
