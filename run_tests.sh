@@ -5,7 +5,8 @@
 #      and PyTorch 2.13.0 (pinned in the 'torch' extra; used as an oracle by some tests),
 #   3. install Debian's chromium + chromium-driver for the browser test when they are missing and
 #      we are root (otherwise that one test is skipped, and this says so),
-#   4. run the fast suite: tests/ plus every notebook in tutorials/ (executed by nbmake), on 2
+#   4. check the import layers with `lint-imports` (import-linter; the contracts are in .importlinter),
+#   5. run the fast suite: tests/ plus every notebook in tutorials/ (executed by nbmake), on 2
 #      workers. Extra arguments go to pytest, e.g. `./run_tests.sh --runslow` or `-k autodiff`.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -34,6 +35,12 @@ else
     echo "== NOTE: chromium/chromedriver are not installed and this is not root with apt-get:" \
          "the browser test will be skipped (install the Debian packages chromium and chromium-driver)"
 fi
+
+# the import rules of ARCHITECTURE.md §2 (the contracts in .importlinter): a lower layer importing
+# a higher one, the plugin importing minispore internals, or an import cycle fails here, before
+# the long test run (tests/docs/test_import_contracts.py runs the same check inside pytest)
+echo "== checking import layers (lint-imports)"
+.venv/bin/lint-imports --no-cache
 
 echo "== running pytest"
 exec .venv/bin/python -m pytest -n 2 --nbmake tests tutorials "$@"

@@ -60,7 +60,7 @@ def tiny_trained(iters, ckpt):
     from minispore.llm.cli_commands import load_for_generation
     if ckpt is None:
         from minispore.llm.config import get_preset
-        from minispore.train.trainer import TrainConfig, train
+        from minispore.llm.trainer import TrainConfig, train
         ckpt = tempfile.mkdtemp(prefix="bench_generate_")
         tc = TrainConfig.from_preset("shakespeare-char", max_iters=iters, lr_decay_iters=iters,
                                      warmup_iters=max(1, iters // 10), out_dir=ckpt, progress=False, plot=False,

@@ -19,7 +19,7 @@ import minispore as ms
 from minispore.cli import main
 from minispore.common.errors import OpValueError
 from minispore.train.checkpoint_manager import CheckpointManager
-from minispore.train.trainer import TrainConfig
+from minispore.llm.trainer import TrainConfig
 
 TINY = ["--n-layers", "1", "--dim", "32", "--n-heads", "2", "--block-size", "16", "--batch-size", "4",
         "--max-iters", "2", "--eval-iters", "1", "--final-eval-iters", "1", "--no-progress", "--no-plot"]

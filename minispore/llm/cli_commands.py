@@ -124,7 +124,7 @@ def add_train_args(parser: argparse.ArgumentParser):
 def configs_from_args(args):
     """(LlamaConfig, TrainConfig) from the flags given and, for a fresh run, the preset; with
     `--resume`, from the flags given and the values recorded in the run's latest checkpoint."""
-    from ..train.trainer import TrainConfig, recorded_run
+    from .trainer import TrainConfig, recorded_run
     out_dir = args.out if args.out is not None else f"out/{args.preset or DEFAULT_PRESET}"
     given_model = {f: getattr(args, "model_" + f) for f in _MODEL_FLAGS if getattr(args, "model_" + f) is not None}
     given_train = {f: getattr(args, f) for f in _TRAIN_FLAGS if getattr(args, f) is not None}
@@ -199,7 +199,7 @@ def _refuse_changes(args, recorded, given_model, given_train, out_dir):
 
 def run_train(args) -> int:
     from ..backend.registry import check_environment
-    from ..train.trainer import prepare_output_dir, train
+    from .trainer import prepare_output_dir, train
     from .memory_estimate import check_training
     check_environment()                      # a MINISPORE_DEVICE_TARGET typo: say so before any work
     mc, tc = configs_from_args(args)

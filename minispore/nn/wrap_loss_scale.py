@@ -21,7 +21,9 @@ The update cells mutate their state in place, so they compute with NumPy on the 
 mode they run as host calls, like optimizers: `jit_host_call = True`).
 
 On MindSpore 2.10's CPU backend the default overflow check fails ("Unsupported op
-[NPUGetFloatStatusV2] on CPU"); minispore checks with `amp.all_finite` everywhere.
+[NPUGetFloatStatusV2] on CPU"); minispore checks the values themselves everywhere, with
+`all_finite` below (public as `mindspore.amp.all_finite`; defined here because nn sits below amp
+in the layering, ARCHITECTURE.md §2, and minispore.amp re-exports it).
 """
 from __future__ import annotations
 
@@ -33,6 +35,22 @@ from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Parameter, Tensor
 from .cell import Cell
 from .wrap import TrainOneStepCell
+
+
+def all_finite(inputs):
+    """True (a bool Tensor of shape ()) when every element of every Tensor in `inputs` is finite."""
+    from ..ops import functional as F
+    if not isinstance(inputs, (Tensor, tuple, list)):
+        raise OpTypeError("all_finite", "a Tensor or a tuple/list of Tensors", type(inputs).__name__)
+    tensors = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise OpTypeError("all_finite", "a Tensor or a tuple/list of Tensors", type(t).__name__)
+    ok = None
+    for t in tensors:
+        fin = F.isfinite(t).all()
+        ok = fin if ok is None else F.logical_and(ok, fin)
+    return ok if ok is not None else Tensor(np.array(True))
 
 
 def _flag(x) -> bool:
@@ -163,9 +181,8 @@ class TrainOneStepWithLossScaleCell(TrainOneStepCell):
     def get_overflow_status(self, status, compute_output):
         """A bool Tensor: True when some element of `compute_output` (the gradients) is inf or nan.
         `status` (a device's float-status register in MindSpore) is unused: the values are checked."""
-        from .. import amp
         from ..ops import functional as F
-        return F.logical_not(amp.all_finite(compute_output))
+        return F.logical_not(all_finite(compute_output))
 
     def process_loss_scale(self, overflow):
         """Run the update cell (which may change `scale_sense`); returns whether to skip the step."""

@@ -1,11 +1,12 @@
-"""Training support: checkpoints (MindSpore's save/load API and a training-state manager).
+"""Training support: checkpoints (MindSpore's save/load API and a training-state manager) and
+MindSpore's high-level API (Model, callbacks, metrics, loss-scale managers).
 
-The trainer (minispore.llm) adds its own imports below.
+The tiny-LLaMA training loop lives in `minispore.llm.trainer`: it builds on this package
+(checkpoints) and on the LLaMA model, and minispore.llm sits above minispore.train in the layering.
 """
 from .serialization import save_checkpoint, load_checkpoint, load_param_into_net, CheckpointError
 from .checkpoint_manager import (CheckpointManager, ConfigMismatchError, check_config, deferred_interrupt,
                                  find_checkpoint, read_state)
-from .trainer import TrainConfig, train
 from .loss_scale_manager import DynamicLossScaleManager, FixedLossScaleManager, LossScaleManager
 # MindSpore's high-level API: Model, callbacks, metrics (model.py, callback/, metrics/)
 from .model import Model

@@ -33,6 +33,7 @@ import numbers
 
 import numpy as np
 
+from ..amp import build_train_network           # amp sits below train (ARCHITECTURE.md §2)
 from ..common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 from ..common.tensor import Tensor
 from ..ops._check import int_attr
@@ -123,7 +124,7 @@ class Model:
                 amp_config["loss_scale_manager"] = self._loss_scale_manager
             if self._keep_bn_fp32 is not None:
                 amp_config["keep_batchnorm_fp32"] = self._keep_bn_fp32
-            return _build_train_network(network, self._optimizer, self._loss_fn, self._amp_level, amp_config)
+            return build_train_network(network, self._optimizer, self._loss_fn, level=self._amp_level, **amp_config)
         if self._loss_fn is not None:
             from ..nn import WithLossCell
             return WithLossCell(network, self._loss_fn)
@@ -448,12 +449,6 @@ class Model:
                 raise OpTypeError(op, "inputs as Tensor, None, int, float or str", type(item).__name__)
         self._check_network_mode(self._predict_network, False)
         return self._predict_network(*predict_data)
-
-
-def _build_train_network(network, optimizer, loss_fn, level, amp_config):
-    """MindSpore's `amp.build_train_network` (imported here: minispore.amp sits above minispore.train)."""
-    from ..amp import build_train_network
-    return build_train_network(network, optimizer, loss_fn, level=level, **amp_config)
 
 
 __all__ = ["Model"]

@@ -189,11 +189,11 @@ def test_format_2_without_its_checksum_is_refused(tmp_path):
 @pytest.fixture(scope="module")
 def llama_run(tmp_path_factory):
     """A run directory written the way `minispore train` writes it (same run_config, optimizer,
-    sampler and extra_state shape as minispore/train/trainer.py), plus greedy text from it."""
+    sampler and extra_state shape as minispore/llm/trainer.py), plus greedy text from it."""
     from minispore.llm import Llama, LlamaConfig
     from minispore.llm.cli_commands import load_for_generation
     from minispore.llm.generate import generate_text
-    from minispore.train.trainer import TrainConfig, build_optimizer
+    from minispore.llm.trainer import TrainConfig, build_optimizer
 
     out = tmp_path_factory.mktemp("llama") / "run"
     text = "First Citizen:\nBefore we proceed any further, hear me speak.\n" * 4

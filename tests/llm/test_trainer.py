@@ -13,7 +13,7 @@ from minispore.common.errors import MissingExtraError, OpTypeError, OpValueError
 from minispore.llm import Llama, LlamaConfig
 from minispore.train.checkpoint_manager import CheckpointManager, ConfigMismatchError
 from minispore.train.serialization import CheckpointError, load_checkpoint
-from minispore.train.trainer import TrainConfig, build_optimizer, decay_groups, train
+from minispore.llm.trainer import TrainConfig, build_optimizer, decay_groups, train
 
 METRIC_KEYS = {"final_train_loss", "final_val_loss", "iters", "tokens", "wall_time_s", "tokens_per_s"}
 

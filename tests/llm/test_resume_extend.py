@@ -11,7 +11,7 @@ import numpy as np
 from minispore.cli import main
 from minispore.train.checkpoint_manager import CheckpointManager
 from minispore.train.serialization import load_checkpoint
-from minispore.train.trainer import TrainConfig, train
+from minispore.llm.trainer import TrainConfig, train
 
 # a tiny model and cadence; the schedule flags (--lr, --min-lr, --batch-size, ...) are the preset's
 MODEL = ["--n-layers", "1", "--dim", "32", "--n-heads", "2", "--block-size", "16"]

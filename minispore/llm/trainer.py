@@ -50,8 +50,8 @@ from ..common import context
 from ..common.errors import (MinisporeError, MinisporeRuntimeError, MissingExtraError, OpTypeError,
                              OpValueError, require)
 from ..common.tensor import Tensor
-from .checkpoint_manager import CheckpointManager
-from .serialization import CheckpointError
+from ..train.checkpoint_manager import CheckpointManager
+from ..train.serialization import CheckpointError
 
 OPTIMIZERS = ("adamw", "adamweightdecay")
 
@@ -156,7 +156,7 @@ class TrainConfig:
     def from_preset(cls, name: str, **overrides) -> "TrainConfig":
         """The training hyper-parameters of a preset (see `minispore.llm.config.PRESETS`), with
         `overrides` (None values are ignored, so CLI defaults can be passed straight through)."""
-        from ..llm.config import get_preset
+        from .config import get_preset
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in get_preset(name).train.items() if k in fields}
         values["preset"] = name
@@ -369,7 +369,7 @@ def recorded_run(out_dir) -> dict | None:
     TrainConfig fields}. "train" always has the schedule (the fields a resumed run must share,
     `TrainConfig.schedule_dict`); checkpoints written since `run_fields` was recorded also have
     `max_iters`, the evaluation and checkpoint cadence and `preset`."""
-    from .checkpoint_manager import read_state
+    from ..train.checkpoint_manager import read_state
     latest = CheckpointManager(out_dir, create=False).latest()
     if latest is None:
         return None
@@ -436,8 +436,8 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     final evaluation, metrics and plot written).
     """
     from .. import value_and_grad
-    from ..llm.config import LlamaConfig
-    from ..llm.model import Llama
+    from .config import LlamaConfig
+    from .model import Llama
     from ..nn.clip import clip_by_global_norm
     from ..dataset import BatchSampler
 
@@ -446,7 +446,7 @@ def train(model_config, train_config: TrainConfig, text=None, callback=None) -> 
     if not isinstance(train_config, TrainConfig):
         raise OpTypeError("train", "train_config as a TrainConfig", type(train_config).__name__)
     mc, tc = model_config, train_config
-    from ..llm.memory_estimate import check_training
+    from .memory_estimate import check_training
     check_training(mc, tc.batch_size, mc.max_seq_len,
                    what=f"Training a {mc.num_params() / 1e6:,.1f}M-parameter model on batches of "
                         f"{tc.batch_size} x {mc.max_seq_len} tokens (batch_size x max_seq_len)")

@@ -17,7 +17,7 @@ from minispore.common.errors import MinisporeError, OpValueError
 from minispore.llm import Llama
 from minispore.llm.cli_commands import load_for_generation
 from minispore.train.checkpoint_manager import CheckpointManager
-from minispore.train.trainer import ExistingRunError, TrainConfig, _StopSignals, train
+from minispore.llm.trainer import ExistingRunError, TrainConfig, _StopSignals, train
 
 
 def tiny_model(**kw):                    # as in test_trainer.py
