@@ -76,7 +76,7 @@ def compile_levels(fn, args, levels=LEVELS + ("O2 locals",)):
         n0 = kernel_build.STATS.compiles
         t0 = time.perf_counter()
         if level == "O2 locals":
-            from minispore.graph.o2 import O2Executor
+            from minispore.graph.run import O2Executor
             entry = jf.compile(*args)
             entry.executor = O2Executor(entry.graph, arena=False)
         got = as_list(jf(*args))

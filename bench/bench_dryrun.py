@@ -28,9 +28,8 @@ import numpy as np
 
 import minispore as ms
 from minispore.graph.dryrun import abstract_parameters, cpu_profile, dryrun
-from minispore.graph.executor import O0Executor
+from minispore.graph.run import O0Executor
 from minispore.graph.ir import GraphBuilder
-from minispore.graph.streams import StreamExecutor
 from minispore.llm.config import get_preset
 from minispore.llm.model import Llama
 from minispore.ops.primitive import AbstractTensor, get_primitive
@@ -165,7 +164,7 @@ def section_streams(args):
     cases.append(("tiny LLaMA forward + backward (batch 12)", graph, [t.asnumpy()]))
     with _blas_threads(1) or _null():
         for label, graph, inputs in cases:
-            one, two = StreamExecutor(graph, n_streams=1), StreamExecutor(graph, n_streams=2)
+            one, two = O0Executor(graph, n_streams=1), O0Executor(graph, n_streams=2)
             r1, r2 = one.run(*inputs), two.run(*inputs)
             same = all(np.array_equal(a, b) for a, b in zip(r1, r2))
             # interleaved rounds (1 stream, then 2 streams): the machine's load drifts, a ratio

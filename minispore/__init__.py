@@ -21,13 +21,9 @@ from .autograd import GradOperation, grad, jvp, value_and_grad, vjp
 from .ops import stop_gradient
 from .jit import JitConfig, jit                              # graph mode (minispore/graph, jit.py)
 from . import graph                                         # noqa: F401  (ms.graph.dump / explain)
-from .graph.lazy_inline import lazy_inline                  # (memory helper) compile a repeated Cell once
+from .graph.lazy_inline import lazy_inline                  # compile a repeated Cell once
 from .graph.dryrun import dryrun                             # DryRun: memory/FLOPs/time without running
 from .profiler import Profiler                               # per-op / per-stream timings, Chrome trace
-from .jit import register_jit_level as _register_jit_level
-from .graph import streams as _streams, o1 as _o1
-_register_jit_level("O0", _streams.StreamExecutor)           # O0 and O1 on one or more streams, and seen by
-_register_jit_level("O1", _streams.with_streams(_o1.O1Executor))    # the Profiler (graph/streams.py)
 _backend_registry.select_from_environment()                 # MINISPORE_DEVICE_TARGET=Ascend (backend/registry.py)
 
 _LAZY = {

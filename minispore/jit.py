@@ -29,8 +29,10 @@ Extension points (one call each):
 * `register_capture_mode(name, fn)` - `fn(CaptureRequest) -> CaptureResult` (graph/capture).
   "trace" is built in; "ast" and "bytecode" fall back to "trace" with a one-time warning until
   they are registered.
-* `register_jit_level(name, factory)` - `factory(graph) -> executor` with `.run(*arrays)`. "O0"
-  is graph/executor.py; "O1"/"O2" run as O0 and say so once until the compile-levels work lands.
+* `register_jit_level(name, factory)` - `factory(graph) -> executor` with `.run(*arrays)`. The
+  built-in levels, all in `_LEVELS` below, are graph/run's O0Executor (kernel by kernel), O1Executor
+  (after operator fusion) and O2Executor (one generated function); on O0 a device backend may run
+  the graph itself (`Backend.graph_executor`).
 
 Graph-mode semantics that differ from PyNative (each is a test in tests/graph/test_semantics.py):
 Python side effects (print, list.append, global writes) run once, at capture; Python constants
@@ -55,7 +57,7 @@ from .graph.cache import CacheEntry, GlobalsGuard, GraphCache, StateGuard, call_
 from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, current_capture, get_capture_mode,
                             is_capturing, register_capture_mode, registered_capture_modes, warn_user)
 from .graph.capture import trace as _trace
-from .graph.executor import O0Executor
+from .graph.run import O0Executor, O1Executor, O2Executor
 from .graph.ir import OPAQUE, Value
 from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
@@ -70,8 +72,10 @@ _KNOWN_OPTIONS = {"exec_order": ("bfs", "dfs"), "infer_boost": ("on", "off"),
                   "disable_format_transform": (True, False), "auto_offload": ("weight", "activation", "all"),
                   "recompile_limit": None}
 
-# -- jit levels ---------------------------------------------------------------------------------
-_LEVELS = {"O0": O0Executor}
+# -- jit levels: the one table of executors ------------------------------------------------------
+# (each executor reads the run-time settings itself: memory_optimize_level picks the arena when it
+# is built, the stream count and the Profiler are read at every run - graph/run/executor.py)
+_LEVELS = {"O0": O0Executor, "O1": O1Executor, "O2": O2Executor}
 _warned: set = set()
 
 
@@ -87,22 +91,15 @@ def _warn_once(key, msg):
 
 
 def make_executor(graph, jit_level: str):
-    factory = _LEVELS.get(jit_level)
-    if factory is None:
-        _warn_once(("level", jit_level), f"jit: jit_level='{jit_level}' runs as 'O0' (kernel by kernel) in this "
-                                         f"minispore build; operator fusion (O1) and whole-graph sink (O2) "
-                                         f"are not implemented yet")
-        factory = O0Executor
-    if factory is O0Executor and context.get_context("memory_optimize_level") == "O1":
-        return O0Executor(graph, arena=True)     # (memory helper) SOMAS: one arena, planned offsets
-    # (ascend helper) a device backend may run O0 graphs itself, values staying on the device
+    """The executor of `graph` at `jit_level` (one of JIT_LEVELS, checked by `jit`)."""
     if jit_level == "O0":
+        # a device backend may run O0 graphs itself, values staying on the device
         from .backend.registry import current_backend
         maker = getattr(current_backend(), "graph_executor", None)
         device_executor = maker(graph) if maker is not None else None     # None: the core's executor
         if device_executor is not None:
             return device_executor
-    return factory(graph)
+    return _LEVELS[jit_level](graph)
 
 
 def _jit_disabled() -> bool:
@@ -490,7 +487,6 @@ _refresh_hook()
 
 CaptureError = _trace.CaptureError
 from .graph.capture.bytecode import GraphBreakError  # noqa: E402  (what fullgraph=True raises at a break)
-from .graph import o1 as _o1, o2 as _o2  # noqa: E402,F401  (compile-levels helper) registers jit_level "O1"/"O2"
 
 __all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
            "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",

@@ -14,9 +14,9 @@ them; ours records on the host with `time.perf_counter_ns` what minispore itself
 * **PyNative**: every primitive call, by wrapping the executor that primitives are handed to
   (ops/primitive.py `set_executor`): one event per call, named after the primitive, on the
   "PyNative (host)" track. The time includes the op's inference and dispatch, not only its kernel.
-* **Graphs** (jit, GRAPH_MODE) run by the O0 executor: one event per node on the track of the
-  stream that ran it (graph/streams.py), inside one event for the whole graph run. Other
-  executors can report through `minispore.graph.streams.profiling_sink()`.
+* **Graphs** (jit, GRAPH_MODE) run at O0 or O1: one event per node on the track of the stream
+  that ran it (graph/run/multi_stream.py), inside one event for the whole graph run. Other
+  executors can report through `minispore.graph.run.profiling_sink()`.
 
 `analyse()` writes into `<output_path>/profiler/`:
 
@@ -41,7 +41,7 @@ import os
 import time
 
 from .common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
-from .graph import streams
+from .graph.run import profiling
 from .ops import primitive
 
 _DEVICE_ONLY_ARGS = frozenset({
@@ -54,7 +54,7 @@ PYNATIVE_TID = 0               # the PyNative track; graph stream s is tid s + 1
 
 
 class _Recorder:
-    """The sink graph executors report to (streams.profiling_sink()) and the PyNative wrapper writes
+    """The sink graph executors report to (profiling.profiling_sink()) and the PyNative wrapper writes
     into. Appending to a list is atomic under the GIL, so streams on other threads need no lock."""
 
     def __init__(self):
@@ -108,7 +108,7 @@ class Profiler:
             return
         if self._t_origin is None:
             self._t_origin = time.perf_counter_ns()
-        self._saved_sink = streams.set_profiling_sink(self._recorder)
+        self._saved_sink = profiling.set_profiling_sink(self._recorder)
         self._wrapper = _pynative_wrapper(primitive.get_executor(), self._recorder, self.with_stack,
                                           self.profile_memory)
         self._saved_executor = primitive.set_executor(self._wrapper)
@@ -121,7 +121,7 @@ class Profiler:
         self._running = False
         if not self.op_time:
             return
-        streams.set_profiling_sink(self._saved_sink)
+        profiling.set_profiling_sink(self._saved_sink)
         self._wrapper.active = False             # if someone wrapped us in turn, pass through from now on
         if primitive.get_executor() is self._wrapper:
             primitive.set_executor(self._saved_executor)

@@ -10,7 +10,8 @@ import minispore as ms
 from minispore import ops
 from minispore.backend.dispatch import eager_execute
 from minispore.common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
-from minispore.graph.streams import multi_stream, profiling_sink
+from minispore.graph.run import profiling_sink
+from minispore.graph.streams import multi_stream
 from minispore.ops import primitive
 
 

@@ -9,7 +9,10 @@ Read in this order:
 * pytree.py      how call arguments and results flatten into graph inputs/outputs
 * capture/       how Python becomes a graph: `trace` (here), `ast` and `bytecode` (registered
                  with `register_capture_mode`); the contract is in capture/__init__.py
-* executor.py    O0: kernel by kernel, buffers freed after their last use
+* streams.py     which nodes may run at once on several streams (the scheduler)
+* run/           how a graph runs: its plan (slots, steps, frees), the one step loop, and the
+                 strategies over them - heap, arena (memory/), several streams, O1 (passes/fusion
+                 first), O2 (one generated function); run/__init__.py has the reading order
 * cache.py       guards and the compiled-graph cache
 * interpret.py   evaluate a graph through the current executor
 * autodiff.py    a compiled graph as one node of a PyNative tape (forward/backward split)
@@ -20,7 +23,7 @@ The public front door is `minispore.jit` (jit.py, one layer up).
 from .ir import (CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, GraphBuilder, Node, Slot, Value)
 from .printer import GraphText, format_graph
 from .verify import GraphVerifyError, verify
-from .executor import O0Executor
+from .run import O0Executor
 from .capture import (CaptureRequest, CaptureResult, GraphBreak, register_capture_mode,
                       registered_capture_modes)
 from .capture.trace import CaptureError, Tracer

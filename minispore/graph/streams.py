@@ -1,4 +1,4 @@
-"""Multi-stream execution: independent nodes of a graph run at the same time on several streams.
+"""Several streams: which nodes of a graph may run at the same time, and on which stream.
 
 A *stream* is an in-order queue of kernels (CUDA streams, Ascend streams): kernels on one stream
 run one after another, kernels on different streams may overlap, and an *event* recorded after a
@@ -9,7 +9,8 @@ once. Results are bit-for-bit those of one stream with the same BLAS thread coun
 `blas_limit`): every kernel is deterministic and reads the same inputs; only *when* it runs
 changes.
 
-Three pieces:
+This module decides; graph/run/multi_stream.py runs the decision on the CPU (and the Ascend
+plugin's KBK executor on ACL streams):
 
 1. **The scheduler** (`schedule_streams(graph, n)`): list scheduling by critical path, as in HEFT
    (Topcuoglu et al., IEEE TPDS 2002). Each node gets an estimated cost (a roofline of its FLOPs
@@ -24,12 +25,8 @@ Three pieces:
    earlier node of its own stream already waited for that producer or a later node of that
    stream (streams run in order, so the later wait implies the earlier one). The printout
    (`schedule.describe()`) shows every stream's queue and every wait.
-3. **The executor** (`StreamExecutor`, registered with jit as O0; `with_streams(O1Executor)` is
-   O1, on the fused graph): stream 0 runs on the
-   calling thread, streams 1.. on pool threads; a node waits for its events, runs its kernel,
-   records its own event. A buffer is freed when its last reader - on any stream - is done.
-   During the run NumPy's BLAS gets cores / streams threads per stream (threadpoolctl), so the
-   streams do not oversubscribe the cores.
+3. **BLAS threads** (`blas_limit(n)`): during a run each stream's BLAS gets cores / n threads
+   (threadpoolctl), so the streams do not oversubscribe the cores.
 
 Enabling it (MindSpore spells this `MS_DEV_RUNTIME_CONF="multi_stream:..."`):
 
@@ -44,23 +41,13 @@ gives N streams. Multi-stream runs allocate their buffers from the heap: the are
 (`set_context(memory_optimize_level="O1")`) is for one stream - a multi-stream plan needs the
 constraints `schedule.memory_constraints()` gives the planner (`hold_until`), which O0 does not
 use yet.
-
-Profiling: while a `minispore.Profiler` runs, every node's start and end (and stream) are
-recorded through `profiling_sink()`, for one stream as well (the executor then runs its steps
-itself, from the heap, even in arena mode); other executors can report through the same sink.
 """
 from __future__ import annotations
 
 import heapq
 import os
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
-
-from ..common.errors import MinisporeRuntimeError, OpValueError
-from .executor import _PRIM, O0Executor, _check_kernels, _conform, locate_error
+from ..common.errors import OpValueError
 from .ir import Value
 
 # -- configuration ------------------------------------------------------------------------------------
@@ -128,27 +115,6 @@ class multi_stream:
     def __exit__(self, *exc):
         _config.n_streams, _config.explicit = self._saved
         return False
-
-
-# -- profiling hook -----------------------------------------------------------------------------------
-
-class _Sink:
-    active = None
-
-
-_sink = _Sink()
-
-
-def profiling_sink():
-    """The active event recorder (a Profiler's), or None. Executors report a node with
-    `sink.record(name, category, stream, t0_ns, t1_ns, args)` (times from time.perf_counter_ns)."""
-    return _sink.active
-
-
-def set_profiling_sink(sink):
-    """Install `sink` (or None); returns the previous one. Used by minispore.Profiler."""
-    old, _sink.active = _sink.active, sink
-    return old
 
 
 # -- the scheduler ------------------------------------------------------------------------------------
@@ -341,22 +307,7 @@ def schedule_streams(graph, n_streams: int, costs=None) -> StreamSchedule:
     return StreamSchedule(graph, n_streams, stream_of, queues, waits, order, deps, costs, max(finish, default=0.0))
 
 
-# -- the executor ---------------------------------------------------------------------------------------
-
-_pool_lock = threading.Lock()
-_pool: list = [None, 0]          # (ThreadPoolExecutor, its worker count)
-
-
-def _workers(n):
-    with _pool_lock:
-        pool, size = _pool
-        if pool is None or size < n:
-            if pool is not None:
-                pool.shutdown(wait=False)
-            pool = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minispore-stream")
-            _pool[0], _pool[1] = pool, n
-        return pool
-
+# -- BLAS threads per stream ----------------------------------------------------------------------------
 
 _blas = [None]                   # threadpoolctl's controller, made on first use (NumPy is loaded by then)
 
@@ -382,176 +333,5 @@ def blas_limit(n_streams):
     return contextlib.nullcontext()
 
 
-class _Abort(Exception):
-    """Another stream failed: stop this one."""
-
-
-class MultiStreamMixin:
-    """Multi-stream execution and profiling for any executor built on O0Executor's plan of steps
-    (`_steps`, `_template`, `_run_structural` ...): O0 here, O1 (the fused graph) via `with_streams`.
-
-    With one stream and no profiler running, `run` is exactly the base class's `run` (including
-    its arena mode). `n_streams=None` follows `set_multi_stream` / MS_DEV_RUNTIME_CONF at every run.
-    """
-
-    def __init__(self, graph, record_live: bool = False, arena=None, n_streams=None):
-        if arena is None:                  # jit picks the arena through memory_optimize_level
-            from ..common import context
-            arena = context.get_context("memory_optimize_level") == "O1"
-        super().__init__(graph, record_live=record_live, arena=arena)
-        self.n_streams = n_streams
-        self._schedules: dict = {}
-        self._plans: dict = {}
-
-    def schedule(self, n_streams=None) -> StreamSchedule:
-        """The schedule for `n_streams` (default: the current setting), built once per count."""
-        n = n_streams or self.n_streams or streams_in_use()
-        s = self._schedules.get(n)
-        if s is None:
-            s = self._schedules[n] = schedule_streams(self.graph, n)
-        return s
-
-    def run(self, *arrays):
-        sink = _sink.active
-        n = self.n_streams or streams_in_use()
-        if n <= 1 and sink is None:
-            return super().run(*arrays)
-        if len(arrays) != self._n_params:
-            raise MinisporeRuntimeError(f"graph '{self.graph.name}' takes {self._n_params} inputs, "
-                                        f"got {len(arrays)}")
-        return self._run_streams(arrays, self.schedule(n), sink)
-
-    # -- multi-stream run -----------------------------------------------------------------------------
-    def _stream_plan(self, sched):
-        """What each node does besides its kernel, decided once per schedule:
-
-        * `frees[i]`: slots node i frees without asking anyone - every reader of the slot is on
-          node i's stream and i is the last of them in that stream's order;
-        * `shared[i]`: slots read from SEVERAL streams that node i reads: the last reader to
-          finish (known only at run time) frees them, counted down under a lock;
-        * `signals`: the nodes some other stream waits for (only these need an event).
-        """
-        plan = self._plans.get(sched.n_streams)
-        if plan is not None:
-            return plan
-        keep = {s for s in self._out_slots if s is not None}
-        capture_slots = {s for s, _ in self._capture_slots}
-        readers: dict = {}
-        for i, step in enumerate(self._steps):
-            for s in set(step.ins):
-                if s in self._slot_value and s not in keep and s not in capture_slots:
-                    readers.setdefault(s, []).append(i)
-        qpos = {i: k for q in sched.queues for k, i in enumerate(q)}
-        n = len(self._steps)
-        frees = [[] for _ in range(n)]
-        shared = [[] for _ in range(n)]
-        counts = {}
-        for s, rs in readers.items():
-            if len({sched.stream_of[r] for r in rs}) == 1:
-                frees[max(rs, key=qpos.__getitem__)].append(s)
-            else:
-                counts[s] = len(rs)
-                for r in rs:
-                    shared[r].append(s)
-        signals = {j for w in sched.waits for j in w}
-        plan = self._plans[sched.n_streams] = (frees, shared, counts, signals)
-        return plan
-
-    def _run_streams(self, arrays, sched, sink):
-        env = self._template[:]
-        env[:self._n_params] = arrays
-        self._load_captures(env)
-        check = _check_kernels()
-        steps = self._steps
-        frees, shared, counts, signals = self._stream_plan(sched)
-        remaining = dict(counts)
-        lock = threading.Lock()
-        done = {j: threading.Event() for j in signals}
-        failure = []
-        graph_name = self.graph.name
-        waits = sched.waits
-        clock = time.perf_counter_ns
-
-        def run_node(i, stream):
-            step = steps[i]
-            for j in waits[i]:
-                done[j].wait()
-            if failure:
-                raise _Abort()
-            t0 = clock() if sink is not None else 0
-            try:
-                if step.kind == _PRIM:
-                    r = step.fn(*[env[k] for k in step.ins], **step.attrs)
-                    if len(step.outs) == 1 and not step.node.multi:
-                        if type(r) is not np.ndarray or r.dtype is not step.npdt[0] or check:
-                            r = _conform(r, step.node.outputs[0].aval, step.node, check)
-                        env[step.outs[0]] = r
-                    else:
-                        for s, a, o in zip(step.outs, r, step.node.outputs):
-                            env[s] = _conform(a, o.aval, step.node, check)
-                else:
-                    self._run_structural(step, env)
-            except Exception as e:         # noqa: BLE001 - a kernel failed: report it with its line
-                err = locate_error(step.node, self.graph, e)
-                if err is e:
-                    raise
-                raise err from e
-            if sink is not None:
-                sink.record(step.node.op.name, "graph", stream, t0, clock(), {"graph": graph_name, "node": i})
-            for s in frees[i]:
-                env[s] = None
-            if shared[i]:
-                with lock:              # read from several streams: the last reader to finish frees it
-                    for s in shared[i]:
-                        c = remaining[s] - 1
-                        remaining[s] = c
-                        if c == 0:
-                            env[s] = None
-            ev = done.get(i)
-            if ev is not None:
-                ev.set()
-
-        def run_stream(stream):
-            try:
-                for i in sched.queues[stream]:
-                    run_node(i, stream)
-            except _Abort:
-                pass
-            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
-                failure.append(e)
-                for ev in done.values():  # wake every waiting stream so it can stop
-                    ev.set()
-
-        t_run = clock() if sink is not None else 0
-        if sched.n_streams > 1:
-            with blas_limit(sched.n_streams):
-                pool = _workers(sched.n_streams - 1)
-                futures = [pool.submit(run_stream, s) for s in range(1, sched.n_streams)]
-                run_stream(0)
-                for f in futures:
-                    f.result()
-        else:
-            run_stream(0)
-        if sink is not None:
-            sink.record(graph_name, "graph_run", 0, t_run, clock(), {"streams": sched.n_streams, "nodes": len(steps)})
-        if failure:
-            raise failure[0]
-        return [env[s] if s is not None else c for s, c in zip(self._out_slots, self._outputs)]
-
-
-class StreamExecutor(MultiStreamMixin, O0Executor):
-    """The O0 executor (kernel by kernel) on one or more streams; registered as jit_level "O0"."""
-
-
-def with_streams(executor_cls):
-    """A subclass of `executor_cls` (an O0Executor subclass, e.g. O1's) that runs on several streams
-    and reports to the profiler: `register_jit_level("O1", with_streams(O1Executor))`."""
-    if issubclass(executor_cls, MultiStreamMixin):
-        return executor_cls
-    return type(f"Stream{executor_cls.__name__}", (MultiStreamMixin, executor_cls),
-                {"__doc__": f"{executor_cls.__name__} on one or more streams (graph/streams.py)."})
-
-
-__all__ = ["StreamExecutor", "MultiStreamMixin", "with_streams", "blas_limit", "StreamSchedule", "schedule_streams",
-           "set_multi_stream", "streams_in_use", "multi_stream", "profiling_sink", "set_profiling_sink",
-           "EVENT_COST_S"]
+__all__ = ["StreamSchedule", "schedule_streams", "EVENT_COST_S", "blas_limit", "set_multi_stream", "streams_in_use",
+           "multi_stream"]

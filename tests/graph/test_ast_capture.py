@@ -749,13 +749,13 @@ def test_raise_inside_a_tensor_branch_raises_when_the_graph_runs():
 
 def test_a_kernel_failure_in_a_graph_is_still_reported_as_an_op_error():
     from minispore.common.errors import OpValueError, MinisporeError
-    from minispore.graph.executor import O0Executor as Ex
+    from minispore.graph.run import O0Executor as Ex
 
     def f(x):
         return ops.sqrt(x)
     g = ms.jit(f).compile(t([4.0]))
     ex = Ex(g.graph)
-    ex._steps[0].fn = lambda *a, **k: (_ for _ in ()).throw(ValueError("kernel exploded"))
+    ex.plan.steps[0].fn = lambda *a, **k: (_ for _ in ()).throw(ValueError("kernel exploded"))
     with pytest.raises(MinisporeError, match="kernel exploded") as e:
         ex.run(np.array([4.0], np.float32))
     assert isinstance(e.value, OpValueError) and "For 'sqrt'" in str(e.value)

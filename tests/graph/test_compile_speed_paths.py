@@ -4,7 +4,7 @@ A lazy_inline model's top graph calls the same layer graphs from every layer. `v
 Call node's signature with one list comparison against the callee's avals (listed once per verify),
 and the output/input checks run inline; these tests make sure the shortcuts still catch every
 broken invariant in any layer, with the same message as the value-by-value checks, and that each
-shared callee is verified (and given an executor) once; and that the O0 plan (slots, frees, dtypes)
+shared callee is verified (and planned) once; and that the O0 plan (slots, frees, dtypes)
 equals a value-by-value reference.
 """
 import numpy as np
@@ -53,8 +53,8 @@ def test_many_calls_to_one_callee_verify_and_run():
     g, layer, weights = stacked(20)
     verify(g)
     ex = O0Executor(g)
-    subs = {id(s.sub) for s in ex._steps if s.node.op is CALL}
-    assert len(subs) == 1                                   # one executor for the shared callee
+    subs = {id(s.sub) for s in ex.plan.steps if s.node.op is CALL}
+    assert len(subs) == 1                                   # one plan for the shared callee
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     want = x.astype(np.float64)
     for w, bias in weights:
@@ -163,7 +163,7 @@ def test_o1_fusion_of_many_calls_keeps_results():
     order and the result equals O0's."""
     pytest.importorskip("cffi")
 
-    from minispore.graph.o1 import O1Executor
+    from minispore.graph.run import O1Executor
     g, _, weights = stacked(12)
     ex1, ex0 = O1Executor(g), O0Executor(g)
     verify(ex1.graph)
@@ -215,17 +215,18 @@ def test_plan_frees_and_slots_match_a_naive_reference(make):
     g = make()
     verify(g)
     ex = O0Executor(g)
-    slot_value = ex._slot_value
-    for step, node, want in zip(ex._steps, g.nodes, _reference_frees(g)):
+    plan = ex.plan
+    slot_value = plan.slot_value
+    for step, node, want in zip(plan.steps, g.nodes, _reference_frees(g)):
         assert [slot_value[s] for s in step.frees] == [v.id for v in want]
         assert [slot_value[s] for s in step.outs] == [o.id for o in node.outputs]
         assert [slot_value.get(s) for s in step.ins] == [x.id if isinstance(x, Value) else None for x in node.inputs]
         for s, x in zip(step.ins, node.inputs):            # constants sit in the template
             if not isinstance(x, Value):
-                assert ex._template[s] == x
+                assert plan.template[s] == x
         assert step.npdt == tuple(o.aval.dtype.np for o in node.outputs)
-    assert [slot_value.get(s) for s in ex._out_slots] == [o.id for o in g.outputs]
-    assert [slot_value[s] for s, _ in ex._capture_slots] == [v.id for v, _ in g.captures]
+    assert [slot_value.get(s) for s in plan.out_slots] == [o.id for o in g.outputs]
+    assert [slot_value[s] for s, _ in plan.capture_slots] == [v.id for v, _ in g.captures]
 
 
 def test_mixed_plan_runs_and_frees_what_the_reference_frees():

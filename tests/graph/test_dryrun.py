@@ -1,6 +1,6 @@
 """DryRun: memory predicted = memory measured, FLOPs = the analytic count, no kernel and no weight memory.
 
-Oracles: the arena executor's measured high-water mark (graph/memory/arena_exec.py) on graphs that
+Oracles: the arena executor's measured high-water mark (graph/run/arena.py) on graphs that
 run here; a naive liveness count written in this file; the closed-form matmul FLOPs of a LLaMA
 training step (6N'T + 12 L h s T) and Meta's published 6.7B parameter count; PyNative + mint AdamW
 for the optimizer node's arithmetic.
@@ -18,7 +18,7 @@ from minispore.common.errors import OpTypeError, OpValueError
 from minispore.graph.dryrun import (ASCEND_910B, H100, DeviceProfile, abstract_parameters, dryrun, is_abstract,
                                     node_cost)
 from minispore.graph.dryrun import devices as dev
-from minispore.graph.executor import O0Executor
+from minispore.graph.run import O0Executor
 from minispore.llm.config import LlamaConfig, get_preset
 from minispore.llm.model import Llama
 from minispore.ops.primitive import AbstractTensor, get_primitive

@@ -18,8 +18,7 @@ from minispore import nn, ops
 from minispore.common.errors import MinisporeRuntimeError
 from minispore.graph.codegen import build as B
 from minispore.graph.codegen import fusible_ops as T
-from minispore.graph.executor import O0Executor
-from minispore.graph.o1 import O1Executor
+from minispore.graph.run import O0Executor, O1Executor
 from minispore.graph.passes import fusion
 from minispore.graph.passes.fusion import FusedPrimitive, fuse
 from minispore.graph.printer import format_graph

@@ -55,7 +55,7 @@ def test_arena_run_equals_the_heap_run_and_measures_the_planned_peak(llama_graph
         np.testing.assert_array_equal(a, b)
     p = arena.memory_plan
     assert arena.arena.high_water == p.peak_bytes == arena.arena.nbytes
-    assert arena.arena_state.unplanned_bytes == 0
+    assert arena.arena_run.unplanned_bytes == 0
     assert p.lower_bound_bytes <= p.peak_bytes <= 1.05 * p.lower_bound_bytes
     assert p.peak_bytes < p.no_reuse_bytes
 

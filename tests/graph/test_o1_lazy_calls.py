@@ -13,10 +13,9 @@ import minispore as ms
 from minispore import nn
 from minispore.graph import CALL, IF, O0Executor, verify
 from minispore.graph.codegen import build as B
-from minispore.graph.o1 import O1Executor
+from minispore.graph.run import O1Executor
 from minispore.graph.passes.fusion import FusedPrimitive
 from minispore.graph.printer import format_graph
-from minispore.graph.streams import with_streams
 from minispore.llm import model as llama_model
 from minispore.llm.config import LlamaConfig
 from minispore.ops import functional as F
@@ -61,7 +60,7 @@ def fused_count(graph):
 
 
 def call_steps(ex):
-    return [s for s in ex._steps if s.node.op is CALL]
+    return [s for s in ex.plan.steps if s.node.op is CALL]
 
 
 def assert_close_lists(got, want, rtol=1e-5, atol=1e-6):
@@ -119,7 +118,7 @@ def test_the_fused_graph_names_the_fused_callees_and_matches_the_plan():
     assert full is ex.fusion.graph and full is not plan
     verify(full)
     verify(plan)
-    assert len(full.nodes) == len(plan.nodes) == len(ex._steps)
+    assert len(full.nodes) == len(plan.nodes) == len(ex.plan.steps)
     for a, b in zip(full.nodes, plan.nodes):                 # the same kernels, in the same order
         assert a.op is b.op
         if a.op is CALL:
@@ -138,7 +137,7 @@ def test_arena_record_live_and_multi_stream_o1_agree():
     args = (x._data, y._data)
     want = O1Executor(g).run(*args)
     arena = O1Executor(g, arena=True)
-    assert arena._graph is arena.graph                       # arena plans the fused graph itself
+    assert arena.plan.graph is arena.graph                   # arena plans the fused graph itself
     assert_close_lists(arena.run(*args), want, rtol=0, atol=0)
     assert arena.arena.high_water == arena.memory_plan.peak_bytes
     live = O1Executor(g, record_live=True)
@@ -146,7 +145,7 @@ def test_arena_record_live_and_multi_stream_o1_agree():
     graph_ids = {v.id for n in live.graph.nodes for v in n.outputs}
     assert live.live_trace and all(ids <= graph_ids | {v.id for v in live.graph.params}
                                    | {v.id for v, _ in live.graph.captures} for ids in live.live_trace)
-    streams = with_streams(O1Executor)(g, arena=False, n_streams=2)
+    streams = O1Executor(g, arena=False, n_streams=2)
     assert_close_lists(streams.run(*args), want, rtol=0, atol=0)
     assert streams.schedule().graph is streams.graph
 
@@ -240,7 +239,7 @@ def test_if_branches_run_fused():
         np.testing.assert_allclose(o1(x).asnumpy(), o0(x).asnumpy(), rtol=1e-6)
         np.testing.assert_allclose(o1(x).asnumpy(), f(x).asnumpy(), rtol=1e-6)
     ex = o1.compile(x).executor
-    ifs = [s for s in ex._steps if s.node.op is IF]
+    ifs = [s for s in ex.plan.steps if s.node.op is IF]
     if not ifs:
         pytest.skip("the If was inlined by the capture")
     then_x, else_x = ifs[0].sub

@@ -15,10 +15,8 @@ import minispore as ms
 from minispore import nn, ops
 from minispore.common.errors import MinisporeError, MinisporeRuntimeError
 from minispore.graph.codegen import build as B
-from minispore.graph.executor import O0Executor
 from minispore.graph.ir import CALL, IF, WHILE, GraphBuilder, Value
-from minispore.graph.o1 import O1Executor
-from minispore.graph.o2 import O2Executor
+from minispore.graph.run import O0Executor, O1Executor, O2Executor
 from minispore.graph.passes.fusion import FusedPrimitive, fuse
 from minispore.graph.verify import verify
 from minispore.ops.primitive import get_primitive

@@ -7,9 +7,9 @@ import pytest
 import minispore as ms
 from minispore.common.errors import MinisporeError, OpValueError
 from minispore.graph import streams
-from minispore.graph.executor import O0Executor
 from minispore.graph.ir import GraphBuilder
-from minispore.graph.streams import StreamExecutor, multi_stream, schedule_streams, set_multi_stream
+from minispore.graph.run import O0Executor
+from minispore.graph.streams import multi_stream, schedule_streams, set_multi_stream
 from minispore.ops.primitive import AbstractTensor, Primitive, get_primitive
 
 F32 = ms.float32
@@ -108,7 +108,7 @@ def test_results_equal_single_stream(seed):
     for n in (2, 3):
         with streams.blas_limit(n):
             want = O0Executor(g).run(*xs)
-        got = StreamExecutor(g, n_streams=n).run(*xs)
+        got = O0Executor(g, n_streams=n).run(*xs)
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
 
@@ -144,7 +144,7 @@ def test_jit_graph_with_autodiff_and_dropout_same_results():
     with streams.blas_limit(2):
         loss1, g1 = step(t)
     exe = step.compile(t).executor
-    assert isinstance(exe, StreamExecutor)
+    assert isinstance(exe, O0Executor)
     assert any(n.op.name == "dropout" for n in exe.graph.nodes)
     with multi_stream(2):
         ms.set_seed(1)
@@ -166,7 +166,7 @@ def test_a_failing_kernel_on_a_worker_stream_is_reported():
     c = b.add_node(bad, (x,), {}, _aval((16, 16))).outputs[0]
     out = b.add_node(get_primitive("add"), (a, c), {}, _aval((16, 16))).outputs[0]
     g = b.finish([out])
-    ex = StreamExecutor(g, n_streams=2)
+    ex = O0Executor(g, n_streams=2)
     with pytest.raises(MinisporeError, match="bad_op"):
         ex.run(np.ones((16, 16), np.float32))
     # the executor is still usable afterwards (no stream left waiting)
@@ -216,5 +216,5 @@ def test_random_ops_keep_their_order_but_are_not_barriers():
     with streams.blas_limit(2):                        # the BLAS threads each of 2 streams gets
         want = O0Executor(g).run(xs)[0]
     ms.set_seed(7)
-    got = StreamExecutor(g, n_streams=2).run(xs)[0]
+    got = O0Executor(g, n_streams=2).run(xs)[0]
     np.testing.assert_array_equal(got, want)

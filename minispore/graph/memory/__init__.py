@@ -15,7 +15,7 @@ Read in this order:
                  lifetime, in order) - one vectorised best-/first-fit loop, different orders
 * planner.py     MemoryPlan, plan(graph), plan_buffers(buffers), check_plan (the verifier)
 * arena.py       Arena: one NumPy byte buffer, typed views at planned offsets, measured peak
-* arena_exec.py  arena mode of the O0 executor (every intermediate at its planned offset)
+* call_plans.py  graph_plan(graph): the plan a graph runs with, a workspace per CALL (memoised)
 * remat.py       recompute cheap residuals (views, constants) in a backward graph instead of
                  saving them (used by lazy_inline's forward/backward split)
 
@@ -75,12 +75,12 @@ Read in this order:
     arena.high_water                       # max(offset + nbytes) over all views handed out: the
                                            # measured peak (equals p.peak_bytes after one run)
 
-Executors use it like this (executor.py's arena mode, `O0Executor(graph, arena=True)`, or
+Executors use it like this (graph/run/arena.py, `O0Executor(graph, arena=True)`, or
 `set_context(memory_optimize_level="O1")`): plan once when the plan of steps is built; at run time
 each planned output is copied into `arena.view(p.offsets[vid], shape, dtype)` (views are left as
 the kernel made them: they already point into their owner's bytes). A CALL node gets a workspace
 of its step as big as the callee's own plan, and the callee runs in that window of the arena.
-`executor.memory_plan`, `executor.arena` and `executor.arena_state.unplanned_bytes` (bytes a kernel
+`executor.memory_plan`, `executor.arena` and `executor.arena_run.unplanned_bytes` (bytes a kernel
 produced outside the arena because NumPy copied where a view was planned; 0 in practice).
 
 Measured (bench/bench_memory.py, tiny LLaMA forward + backward, batch 12): planned peak = lower
@@ -90,7 +90,7 @@ from .lifetimes import DEFAULT_ALIGNMENT, INPLACE, Buffer, align, lifetimes, reg
 from .heuristics import HEURISTICS, live_bytes, place
 from .planner import MemoryPlan, PlanError, check_offsets, check_plan, plan, plan_buffers
 from .arena import Arena
-from .arena_exec import graph_plan
+from .call_plans import graph_plan
 
 __all__ = ["Buffer", "lifetimes", "register_inplace", "INPLACE", "align", "DEFAULT_ALIGNMENT", "HEURISTICS",
            "place", "live_bytes", "MemoryPlan", "PlanError", "plan", "plan_buffers", "check_plan",

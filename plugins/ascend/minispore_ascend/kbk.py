@@ -90,7 +90,7 @@ class KBKExecutor:
         self.events_waited = 0
         self._multi: dict = {}          # stream count (> 1) -> kbk_streams.StreamLaunch
         if any(not n.is_primitive for n in graph.nodes):
-            from minispore.graph.executor import O0Executor
+            from minispore.graph.run import O0Executor
             if graph.name not in _warned:
                 _warned.add(graph.name)
                 warnings.warn(f"Ascend KBK: graph '{graph.name}' has control flow or host calls; it runs on the "

@@ -21,8 +21,10 @@ Python function that calls every kernel in schedule order, compiled once with `c
         except Exception as _e:
             raise _located(_e) from _e           # names the failing node's op and source line
 
-There is no per-node interpretation left: no plan of steps, no environment list, no dispatch on
-node kinds, no attribute dictionaries (constants and attributes are literals or bound names).
+The code is generated from the graph's execution plan (plan.py) - its steps, their constants and
+their frees (`del` after a value's last use, the slots O0 frees) - but at run time there is no
+interpretation left: no environment list, no dispatch on step kinds, no attribute dictionaries
+(constants and attributes are literals or bound names).
 What remains per node is the kernel call itself - so a graph of hundreds of tiny ops costs little
 more than its kernels, and a graph whose every op fuses is a single C call.
 
@@ -34,7 +36,7 @@ kernels' results are copied in. Graph outputs are not in the arena: they are ret
 write them into fresh arrays (a view of an arena tensor that is returned is copied out). Host
 calls get copies of arena tensors (Python code may keep a reference).
 `O2Executor(graph, arena=False)` keeps values as Python locals instead (NumPy allocates them;
-`del` frees each after its last use, as O0 does) - the benchmark compares the two.
+`del` frees each after its last use, the plan's frees) - the benchmark compares the two.
 
 **Structural nodes get generated control flow**, each subgraph becoming a sink function of its
 own: If -> `if _truth(c): r = then(...) else: r = else(...)`, While -> a Python `while` over the
@@ -42,8 +44,8 @@ cond/body functions, Call -> a call of the callee's function, HostCall -> a call
 function on Tensors (JIT Fallback), after which captured tensors are re-read (the host code may
 have given a Parameter new storage, e.g. an optimizer's `set_data`). Nothing falls back to O0.
 
-Errors: a failing kernel is reported like O0 reports it (op, user source line, graph name): the
-generated code's line numbers map back to nodes.
+Errors: a failing kernel is reported like O0 reports it (the step loop's `locate_error`: op, user
+source line, graph name): the generated code's line numbers map back to nodes.
 """
 from __future__ import annotations
 
@@ -53,12 +55,14 @@ import sys
 
 import numpy as np
 
-from ..common.errors import MinisporeRuntimeError
-from ..common.tensor import Tensor, _wrap
-from .executor import _conform, _fill_template, locate_error
-from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
-from .passes.fusion import FusedPrimitive, fuse
-from .printer import dump_enabled, format_graph
+from ...common.errors import MinisporeRuntimeError
+from ..ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
+from ..memory.arena import Arena
+from ..memory.call_plans import graph_plan
+from ..passes.fusion import FusedPrimitive, fuse
+from ..printer import dump_enabled, format_graph
+from .loop import conform, host_arguments, host_results, locate_error, truth
+from .plan import build_plan
 
 _counter = [0]
 
@@ -77,16 +81,12 @@ def _literal(x):
     return None
 
 
-def _truth(cond):
-    return bool(np.asarray(cond).reshape(())) if not isinstance(cond, bool) else cond
-
-
 class _Source:
     """Accumulates the generated function: lines, names bound in its globals, line -> node."""
 
     def __init__(self):
         self.lines: list[str] = []
-        self.ns: dict = {"_nd": np.ndarray, "_truth": _truth, "_copyto": np.copyto, "_empty": np.empty,
+        self.ns: dict = {"_nd": np.ndarray, "_truth": truth, "_copyto": np.copyto, "_empty": np.empty,
                          "_cc": np.ascontiguousarray}
         self.line_node: dict[int, int] = {}
 
@@ -108,9 +108,11 @@ class O2Executor:
     """A graph compiled into one Python function. See the module docstring.
 
     `run(*arrays)` -> list of outputs, as O0Executor. `graph`: the fused graph; `source_graph`:
-    the captured one; `source`: the generated code; `fusion`: the fusion pass's result."""
+    the captured one; `plan`: the graph's ExecutionPlan; `source`: the generated code; `fusion`:
+    the fusion pass's result. `plan=` (with `fuse_graph=False`): a subgraph's plan, from its
+    parent's."""
 
-    def __init__(self, graph: Graph, arena=None, fuse_graph: bool = True):
+    def __init__(self, graph: Graph, arena=None, fuse_graph: bool = True, plan=None):
         self.source_graph = graph
         if fuse_graph:
             self.fusion = fuse(graph)
@@ -122,6 +124,7 @@ class O2Executor:
         else:
             self.fusion = None
         self.graph = graph
+        self.plan = plan if plan is not None else build_plan(graph)
         self.arena_mode = True if arena is None else bool(arena)
         self.memory_plan = None
         self.arena = None
@@ -134,64 +137,52 @@ class O2Executor:
 
     # -- code generation -------------------------------------------------------------------------------
     def _generate(self):
-        g = self.graph
+        g, plan = self.graph, self.plan
         _counter[0] += 1
         fname = "sink_" + "".join(ch if ch.isalnum() else "_" for ch in g.name)
         self.filename = f"<minispore O2 {g.name} #{_counter[0]}>"
         src = _Source()
         src.bind("_arity", self._arity_error)
         src.bind("_fix", self._fix)
-        n_params = len(g.params)
-        names: dict[int, str] = {}          # value id -> local name: a0.. params, c0.. captures, v0.. nodes
-        for i, p in enumerate(g.params):
-            names[p.id] = f"a{i}"
+        n_params = plan.n_params
+        names: dict[int, str] = {}          # slot -> local name: a0.. params, c0.. captures, v0.. node outputs
+        for i in range(n_params):
+            names[i] = f"a{i}"
         src.emit(f"if len(args) != {n_params}: _arity(args)")
         if n_params:
-            src.emit(f"{', '.join(names[p.id] for p in g.params)}, = args")
+            src.emit(f"{', '.join(names[i] for i in range(n_params))}, = args")
         cap_lines = []
-        for i, (v, t) in enumerate(g.captures):
-            names[v.id] = f"c{i}"
-            cap_lines.append(f"c{i} = {src.bind(f'_cap{i}', t)}._data")
+        for k, (s, t) in enumerate(plan.capture_slots):
+            names[s] = f"c{k}"
+            cap_lines.append(f"c{k} = {src.bind(f'_cap{k}', t)}._data")
         self._cap_lines = cap_lines
         for line in cap_lines:
             src.emit(line)
-        plan = self._plan_memory() if self.arena_mode else None
+        mplan = self._plan_memory() if self.arena_mode else None
 
-        # last use of every node output / param (captures are never freed), for `del`
-        keep = {o.id for o in g.outputs if isinstance(o, Value)}
-        last = {}
-        for i, node in enumerate(g.nodes):
-            for x in node.inputs:
-                if isinstance(x, Value) and x.kind != "capture":
-                    last[x.id] = i
-        frees: list[list[str]] = [[] for _ in g.nodes]
-        for i, node in enumerate(g.nodes):
-            for o in node.outputs:
-                if o.id not in keep:
-                    frees[last.get(o.id, i)].append(o)
-        for p in g.params:
-            if p.id not in keep and p.id in last:
-                frees[last[p.id]].append(p)
-
-        for i, node in enumerate(g.nodes):
-            for o in node.outputs:
-                names[o.id] = f"v{len(names) - n_params - len(g.captures)}"
-            args = [names[x.id] if isinstance(x, Value) else src.const(f"_x{i}_{j}", x)
-                    for j, x in enumerate(node.inputs)]
-            outs = [names[o.id] for o in node.outputs]
+        n_values = 0
+        for i, step in enumerate(plan.steps):
+            node = step.node
+            for s in step.outs:
+                names[s] = f"v{n_values}"
+                n_values += 1
+            # an input slot without a name holds a constant (the plan's template has it)
+            args = [names[s] if s in names else src.const(f"_x{i}_{j}", plan.template[s])
+                    for j, s in enumerate(step.ins)]
+            outs = [names[s] for s in step.outs]
             if node.is_primitive:
-                self._emit_primitive(src, i, node, args, outs, plan)
+                self._emit_primitive(src, i, node, args, outs, mplan)
             else:
-                self._emit_structural(src, i, node, args, outs, plan)
-            dead = [names[v.id] for v in frees[i]]
+                self._emit_structural(src, i, step, args, outs, mplan)
+            dead = [names[s] for s in step.frees]
             dead += [self._ptrs.pop(n) for n in list(dead) if n in self._ptrs]   # a pointer keeps its array alive
             if dead:
                 src.emit(f"del {', '.join(dead)}")
         rets = []
-        for j, o in enumerate(g.outputs):
-            if isinstance(o, Value):
-                r = names[o.id]
-                if plan is not None and o.id in plan.alias_of:
+        for j, (s, o) in enumerate(zip(plan.out_slots, plan.outputs)):
+            if s is not None:
+                r = names[s]
+                if mplan is not None and o.id in mplan.alias_of:
                     r = f"{r}.copy()"          # a view into the arena, which the next run overwrites
                 rets.append(r)
             else:
@@ -312,7 +303,8 @@ class O2Executor:
             buf = self._buffer(src, outs[j], o, plan)
             src.emit(f"_copyto({buf}, {outs[j]}, casting='unsafe'); {outs[j]} = {buf}", i)
 
-    def _emit_structural(self, src, i, node, args, outs, plan):
+    def _emit_structural(self, src, i, step, args, outs, plan):
+        node = step.node
         op = node.op
         lhs = ", ".join(outs) + ","
         if op is HOST_CALL:
@@ -322,16 +314,16 @@ class O2Executor:
                 src.emit(line, i)
             self._ptrs = {n: p for n, p in self._ptrs.items() if not n.startswith("c")}
         elif op is CALL:
-            sub = self._sub(node.attrs["graph"])
+            sub = self._sub(step.sub)
             src.emit(f"{lhs} = {src.bind(f'_call{i}', sub.run)}({', '.join(args)})", i)
         elif op is IF:
-            t = src.bind(f"_then{i}", self._sub(node.attrs["then_graph"]).run)
-            e = src.bind(f"_else{i}", self._sub(node.attrs["else_graph"]).run)
+            t = src.bind(f"_then{i}", self._sub(step.sub[0]).run)
+            e = src.bind(f"_else{i}", self._sub(step.sub[1]).run)
             ops = ", ".join(args[1:])
             src.emit(f"{lhs} = {t}({ops}) if _truth({args[0]}) else {e}({ops})", i)
         elif op is WHILE:
-            c = src.bind(f"_cond{i}", self._sub(node.attrs["cond_graph"]).run)
-            b = src.bind(f"_body{i}", self._sub(node.attrs["body_graph"]).run)
+            c = src.bind(f"_cond{i}", self._sub(step.sub[0]).run)
+            b = src.bind(f"_body{i}", self._sub(step.sub[1]).run)
             src.emit(f"_carry = [{', '.join(args)}]", i)
             src.emit(f"while _truth({c}(*_carry)[0]):", i)
             src.emit(f"_carry = {b}(*_carry)", i, indent=2)
@@ -343,17 +335,15 @@ class O2Executor:
                 src.emit(f"{outs[j]} = _fix({outs[j]}, {i}, {j})", i)
         self._emit_store(src, i, node, outs, plan)
 
-    def _sub(self, graph):
-        """The sink function of a subgraph (already fused with this graph), one per subgraph: a
-        callee called from many places (lazy_inline's layer) is compiled once."""
-        ex = self._subs.get(id(graph))
+    def _sub(self, plan):
+        """The sink function of a subgraph (already fused with this graph) from its plan, one per
+        subgraph: a callee called from many places (lazy_inline's layer) is compiled once."""
+        ex = self._subs.get(id(plan.graph))
         if ex is None:
-            ex = self._subs[id(graph)] = O2Executor(graph, arena=False, fuse_graph=False)
+            ex = self._subs[id(plan.graph)] = O2Executor(plan.graph, arena=False, fuse_graph=False, plan=plan)
         return ex
 
     def _plan_memory(self):
-        from .memory import Arena
-        from .memory.arena_exec import graph_plan
         p = graph_plan(self.graph)
         self.memory_plan = p
         self.arena = Arena(p.peak_bytes)
@@ -367,7 +357,7 @@ class O2Executor:
     def _fix(self, r, i, j):
         """A kernel returned another type/dtype than inferred: convert it, as O0 does."""
         node = self.graph.nodes[i]
-        return _conform(r, node.outputs[j].aval, node, False)
+        return conform(r, node.outputs[j].aval, node, False)
 
     def _locate(self, e):
         """The error of a failing kernel, named by op, user source line and graph (as O0 says it)."""
@@ -399,14 +389,8 @@ class _HostCall:
     def __call__(self, *args):
         if self.arena is not None:            # Python code may keep what it is given: no arena views
             args = [a.copy() if isinstance(a, np.ndarray) and self.arena.owns(a) else a for a in args]
-        tensors = [_wrap(a) if isinstance(a, np.ndarray) else a for a in args]
-        call_args, call_kwargs = _fill_template(self.template, tensors)
-        result = self.fn(*call_args, **call_kwargs)
-        outs = self.node.outputs
-        if len(outs) == 1 and outs[0].aval is OPAQUE:
-            return (result,)
-        results = result if isinstance(result, (tuple, list)) else (result,)
-        return tuple(r._data if isinstance(r, Tensor) else r for r in results)
+        call_args, call_kwargs = host_arguments(self.template, args)
+        return host_results(self.node, self.fn(*call_args, **call_kwargs))
 
 
 _FFI = []
@@ -430,7 +414,7 @@ class _BadInput:
         self.prim = prim
 
     def __call__(self, *arrays):
-        from .passes.fusion import _bad_input
+        from ..passes.fusion import _bad_input
         _bad_input(self.prim, arrays)
 
 
@@ -440,15 +424,8 @@ def _matmul_into(a, b, out):
     if a.dtype == out.dtype and b.dtype == out.dtype and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
         np.matmul(a, b, out=out)
     else:
-        from ..ops.primitive import get_primitive
+        from ...ops.primitive import get_primitive
         np.copyto(out, get_primitive("matmul").kernel(a, b), casting="unsafe")
 
-
-def _register():
-    from ..jit import register_jit_level
-    register_jit_level("O2", O2Executor)
-
-
-_register()
 
 __all__ = ["O2Executor"]

@@ -6,9 +6,10 @@
 Compiling a graph for O1 runs the fusion pass (passes/fusion.py): chains of elementwise ops and
 elementwise ops around trailing-axis reductions become single nodes whose kernels are generated
 C, compiled once with cffi and cached on disk (graph/codegen). The fused graph then runs exactly
-like O0 - the same plan of steps, the same freeing after last use, the same arena when
-`set_context(memory_optimize_level="O1")` asks for SOMAS planning - only with fewer, bigger
-kernels. Without a C compiler fusion is skipped (warned once) and O1 equals O0.
+like O0 - the same plan, the same step loop, the same strategies (heap, arena when
+`set_context(memory_optimize_level="O1")` asks for SOMAS planning, several streams, profiling) -
+only with fewer, bigger kernels. Without a C compiler fusion is skipped (warned once) and O1
+equals O0.
 
 `executor.graph` is the fused graph (print it to see the groups), `executor.source_graph` the
 captured one, `executor.fusion` the pass's result (`.fused`: the FusedPrimitives, each with its
@@ -18,52 +19,40 @@ from __future__ import annotations
 
 import sys
 
-from ..common import context
-from .executor import O0Executor
-from .passes.fusion import fuse
-from .printer import dump_enabled, format_graph
-
-
-def _arena_default() -> bool:
-    try:
-        return context.get_context("memory_optimize_level") == "O1"
-    except Exception:          # noqa: BLE001 - an older context without the key: no arena
-        return False
+from ..passes.fusion import fuse
+from ..printer import dump_enabled, format_graph
+from .executor import O0Executor, arena_requested
 
 
 class O1Executor(O0Executor):
     """O0 on the fused graph. See the module docstring.
 
     The plan is built from `fusion.exec_graph` (the fused graph whose Call/If/While nodes still
-    name the original subgraphs, run as their fused versions through `fusion.exec_subgraphs`),
+    name the original subgraphs, planned as their fused versions through `fusion.exec_subgraphs`),
     so a lazy_inline model's many Call nodes cost what they cost at O0. `graph` is the fused
-    graph proper (built when first read); it holds the same kernels in the same order. Arena mode
-    and `record_live` read the plan together with the graph, so they plan `graph` itself."""
+    graph proper (built when first read); it holds the same kernels in the same order, so the
+    stream schedule, made from `graph`, indexes the plan's steps. The arena and `record_live` read
+    the plan together with the graph's memory plan, so for them the plan is made from `graph`."""
 
-    def __init__(self, graph, record_live: bool = False, arena=None):
+    def __init__(self, graph, record_live: bool = False, arena=None, n_streams=None):
         self.source_graph = graph
         self.fusion = fuse(graph)
-        arena = _arena_default() if arena is None else arena
+        if arena is None:
+            arena = arena_requested()
         if dump_enabled() and self.fusion.fused:
             print(f"# minispore IR of '{graph.name}' after operator fusion (jit_level O1): "
                   f"{len(self.fusion.fused)} fused "
                   f"groups\n{format_graph(self.fusion.graph)}", file=sys.stderr)
         if arena or record_live:
-            super().__init__(self.fusion.graph, record_live=record_live, arena=arena)
+            super().__init__(self.fusion.graph, record_live=record_live, arena=arena, n_streams=n_streams)
         else:
-            super().__init__(self.fusion.exec_graph, subgraphs=self.fusion.exec_subgraphs)
+            super().__init__(self.fusion.exec_graph, arena=False, subgraphs=self.fusion.exec_subgraphs,
+                             n_streams=n_streams)
 
     @property
     def graph(self):
         """The fused graph (print it to see the groups)."""
         return self.fusion.graph
 
-
-def _register():
-    from ..jit import register_jit_level
-    register_jit_level("O1", O1Executor)
-
-
-_register()
 
 __all__ = ["O1Executor"]
