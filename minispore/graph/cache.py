@@ -17,8 +17,18 @@ A compiled graph is only valid for the assumptions made while capturing it. Each
   bypasses it (`cell.__dict__[k] = v`) inside a lazy layer is not;
 * **globals and closure variables** the function's code names: a Tensor or other object by
   identity (a rebound global gets a new graph), a Python scalar/string/tuple by value;
+* **plain containers** (`_ContainerGroup`): lists, tuples, dicts and sets in those globals and
+  closure variables, and lists, tuples and sets held by the guarded objects (`self.coeffs = [v]`)
+  or their dict attributes, by their *contents* - `net.coeffs[0] = 3.0` or `TABLE["k"] = 3.0`
+  between calls recompiles. Taken after the capture (a capture's own `log.append(...)` runs once
+  and does not invalidate the graph); a container the code only appends to (`write_only_names`)
+  and one of more than MAX_GUARDED_ITEMS elements are guarded by identity only, as are NumPy
+  arrays (reading a large array on every call would cost more than the graph saves: keep arrays
+  that change in Tensors, which graphs read by reference);
 * **captured tensors**: each still has the shape and dtype it had at capture;
-* whatever a capture mode adds (`CaptureResult.guards`).
+* whatever a capture mode adds (`CaptureResult.guards`): every mode guards the environment
+  variables its capture read (capture/environ_reads.py), the ast and bytecode modes the globals
+  their interpreted code read.
 
 The cache holds several entries per function (one per guard set; entries with the same key are
 tried in turn, so a cell toggled between train and eval keeps both graphs). A miss recompiles and logs the
@@ -179,6 +189,226 @@ def _explain_dict(label, d, skeys, svals, ikeys, ids):
     return None
 
 
+# -- containers: guarded by what they hold -----------------------------------------------------------
+MAX_GUARDED_ITEMS = 256    # elements a container may hold (nested ones included) to be guarded by contents
+
+
+class _TooBig(Exception):
+    pass
+
+
+def _is_container(v) -> bool:
+    t = type(v)
+    return t is list or t is tuple or t is dict or t is set or t is frozenset
+
+
+def _contents(v, budget, depth):
+    t = type(v)
+    if t in _SCALARS:
+        return (t, v)
+    if t is list or t is tuple or t is set or t is frozenset or (isinstance(v, tuple) and hasattr(v, "_fields")):
+        budget[0] -= len(v)
+        if budget[0] < 0 or depth > 16:
+            raise _TooBig
+        return (t, tuple([_contents(x, budget, depth + 1) for x in v]))
+    if t is dict:
+        budget[0] -= len(v)
+        if budget[0] < 0 or depth > 16:
+            raise _TooBig
+        return (dict, tuple([(_contents(k, budget, depth + 1), _contents(x, budget, depth + 1))
+                             for k, x in v.items()]))
+    if isinstance(v, DType):
+        return ("dtype", v.name)
+    if isinstance(v, np.generic):
+        return ("np", v.dtype.str, v.item())
+    return ("id", id(v))
+
+
+def content_token(v):
+    """A hashable token of `v` for run-time guards: scalars by type and value, plain containers
+    (list, tuple, dict, set, frozenset and namedtuples, nested) by their contents - in order, with
+    each scalar's type, so `[1]` and `[1.0]` differ - and any other object by identity (Tensors,
+    arrays, Cells; their state is guarded elsewhere). A container holding more than
+    MAX_GUARDED_ITEMS elements is guarded by identity only: reading it in full on every call would
+    cost more than the graph saves (the module docstring says so)."""
+    t = type(v)
+    if t in _SCALARS:
+        return (t, v)
+    if _is_container(v) or (isinstance(v, tuple) and hasattr(v, "_fields")):
+        try:
+            return _contents(v, [MAX_GUARDED_ITEMS], 0)
+        except (_TooBig, RecursionError):
+            return ("id", id(v))
+    if isinstance(v, DType):
+        return ("dtype", v.name)
+    return ("id", id(v))
+
+
+def describe_token(tok) -> str:
+    """A content_token in words, for recompile messages."""
+    if not isinstance(tok, tuple) or len(tok) < 2:
+        return repr(tok)
+    kind = tok[0]
+    if kind == "id":
+        return "<not set>" if tok[1] == id(_MISSING) else "an object"
+    if kind == "dtype":
+        return tok[1]
+    if isinstance(kind, type) and kind in _SCALARS:
+        return repr(tok[1])
+    if kind is dict:
+        return "{" + ", ".join(f"{describe_token(k)}: {describe_token(v)}" for k, v in tok[1]) + "}"
+    if isinstance(kind, type) and issubclass(kind, (list, tuple, set, frozenset)):
+        inner = ", ".join(describe_token(x) for x in tok[1])
+        return {list: f"[{inner}]", set: "{" + inner + "}"}.get(kind, f"({inner})")
+    return repr(tok)[:120]
+
+
+def _immutable(tok) -> bool:
+    """Whether the value a content token was taken of cannot change in place (a tuple of scalars
+    and objects): then the same object means the same token."""
+    kind = tok[0]
+    if isinstance(kind, type) and issubclass(kind, (tuple, frozenset)):      # (namedtuples too)
+        return all(map(_immutable, tok[1]))
+    return not (kind is list or kind is dict or kind is set)
+
+
+# methods that change a container and give back nothing of what it holds (they return None)
+_MUTATORS = frozenset(("append", "extend", "insert", "add", "update", "clear", "discard",
+                       "appendleft", "extendleft"))
+_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_DEREF", "LOAD_NAME", "LOAD_CLASSDEREF"))
+_write_only: dict = {}         # code object -> frozenset of names
+
+
+def write_only_names(code) -> frozenset:
+    """The global and closure names `code` (nested functions included) only ever uses as
+    `name.append(...)`, `name.update(...)` and the like: a log the function writes to. What such a
+    container holds cannot have shaped the graph, so it is guarded by identity only - appending to
+    it from eager code must not invalidate compiled graphs."""
+    hit = _write_only.get(code)
+    if hit is None:
+        import dis
+        uses: dict = {}
+        stack = [code]
+        while stack:
+            c = stack.pop()
+            stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+            ins = [i for i in dis.get_instructions(c) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+            for j, i in enumerate(ins):
+                if i.opname in _LOADS:
+                    nxt = ins[j + 1] if j + 1 < len(ins) else None
+                    ok = nxt is not None and nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _MUTATORS
+                    uses[i.argval] = uses.get(i.argval, True) and ok
+        hit = _write_only[code] = frozenset(n for n, ok in uses.items() if ok)
+    return hit
+
+
+def _shallow(v):
+    """What `_same_shallow` compares a container with: its members as they are now."""
+    return (list(v), list(v.values())) if type(v) is dict else list(v)
+
+
+def _same_shallow(v, copy) -> bool:
+    """True when container `v` holds the very objects `copy` recorded, in the same order (C-level
+    passes; for a flat container that means the same contents)."""
+    if type(v) is dict:
+        keys, values = copy
+        return len(v) == len(keys) and all(map(operator.is_, v, keys)) and all(map(operator.is_, v.values(), values))
+    return len(v) == len(copy) and all(map(operator.is_, v, copy))
+
+
+class _ContainerGroup:
+    """Plain containers the capture may have read - lists, tuples and sets held by the guarded
+    objects or their dict attributes, and those in globals and closure variables (dicts too) -
+    compared by their contents (`content_token`): `net.coeffs[0] = 3.0` or `TABLE["scale"] = 3.0`
+    between calls recompiles.
+
+    Each is read through its holder (the object's `__dict__` and the attribute name), so
+    rebinding the attribute is seen too. Checking is C-level in the common case: one pass compares
+    the identities of the values (an immutable one - a tuple - is then known unchanged), and each
+    mutable one (a list, a dict, a set) is compared member by member by identity with a shallow
+    copy; only when that differs, or when it nests further mutable containers, are contents
+    compared. The snapshot is taken when the guard is built and again after the capture
+    (`StateGuard.note_capture_writes`): a capture that appends to a list runs that side effect
+    once, and the graph is reused until the list changes again."""
+
+    __slots__ = ("holders", "keys", "labels", "ids", "toks", "mutable", "copies", "deep")
+
+    def __init__(self):
+        self.holders, self.keys, self.labels = [], [], []
+        self.ids, self.toks, self.mutable, self.copies, self.deep = [], [], [], {}, set()
+
+    def add(self, label, holder, key):
+        self.holders.append(holder)
+        self.keys.append(key)
+        self.labels.append(label)
+
+    @property
+    def dicts(self):                 # (StateGuard._explain walks every group's entries by index)
+        return self.holders
+
+    def snapshot(self):
+        vals = list(map(dict.get, self.holders, self.keys, _repeat(_MISSING)))
+        self.ids = list(map(id, vals))
+        self.toks = list(map(content_token, vals))
+        self.mutable = [i for i, tok in enumerate(self.toks) if not _immutable(tok)]
+        self.copies = {i: _shallow(vals[i]) for i in self.mutable if _is_container(vals[i])}
+        # a list holding lists: member identities do not show a change inside them
+        self.deep = {i for i in self.mutable
+                     if i not in self.copies or not all(map(_immutable, _members(self.toks[i])))}
+
+    def failed(self):
+        vals = list(map(dict.get, self.holders, self.keys, _repeat(_MISSING)))
+        if list(map(id, vals)) != self.ids:          # something was rebound: compare every value
+            return list(map(content_token, vals)) != self.toks
+        copies, deep = self.copies, self.deep
+        for i in self.mutable:
+            v = vals[i]
+            if i in deep or not _same_shallow(v, copies[i]):
+                if content_token(v) != self.toks[i]:
+                    return True
+                if i not in deep:
+                    copies[i] = _shallow(v)              # equal again (`coeffs[0] = 2.0`): fast next time
+        return False
+
+    def explain(self, i, label=None):
+        now = content_token(self.holders[i].get(self.keys[i], _MISSING))
+        if now == self.toks[i]:
+            return None
+        return f"{_label_text(self.labels[i])}{_first_difference(self.toks[i], now)}"
+
+
+def _members(tok):
+    """The member tokens of a container's content token (keys and values for a dict)."""
+    if tok[0] is dict:
+        return [x for kv in tok[1] for x in kv]
+    return tok[1] if len(tok) == 2 and type(tok[1]) is tuple else ()
+
+
+_SEQUENCES = (list, tuple, set, frozenset)
+
+
+def _first_difference(old, new, path=""):
+    """Where two content tokens first differ, in words: "[0] changed: 2.0 -> 3.0"."""
+    ko, kn = old[0], new[0]
+    if ko is kn and ko is dict:
+        okeys, nkeys = [k for k, _ in old[1]], [k for k, _ in new[1]]
+        if okeys != nkeys:
+            return (f"{path} keys changed: {', '.join(map(describe_token, okeys))} -> "
+                    f"{', '.join(map(describe_token, nkeys))}")
+        for (k, a), (_, b) in zip(old[1], new[1]):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{describe_token(k)}]")
+    elif ko is kn and isinstance(ko, type) and ko in _SEQUENCES:
+        if len(old[1]) != len(new[1]):
+            return f"{path} length changed: {len(old[1])} -> {len(new[1])}"
+        for j, (a, b) in enumerate(zip(old[1], new[1])):
+            if a != b:
+                return _first_difference(a, b, f"{path}[{j}]")
+    if ko == "id" and kn == "id":
+        return f"{path} was replaced by another object"
+    return f"{path} changed: {describe_token(old)} -> {describe_token(new)}"
+
+
 def _class_scalars(names, instance_dict):
     """Scalar attributes an object reads from its class (first class of the MRO that defines each;
     `names` from `class_scalar_names`), unless its own `__dict__` shadows them."""
@@ -234,7 +464,7 @@ class _ObjectLayout:
     own attributes, `self.layers.0` - or public, `self.table.key`) and the other attributes
     (`oget`). Made from one object; `fits` checks that other objects' values have the same kinds."""
 
-    __slots__ = ("skeys", "sget", "dkeys", "dget", "private", "oget")
+    __slots__ = ("skeys", "sget", "dkeys", "dget", "private", "oget", "okeys")
 
     def __init__(self, d):
         skeys, dkeys, okeys = [], [], []
@@ -251,6 +481,9 @@ class _ObjectLayout:
         self.dkeys, self.dget = tuple(dkeys), _tuple_getter(dkeys)
         self.private = tuple(k.startswith("_") for k in dkeys)
         self.oget = _tuple_getter(okeys)
+        # where containers may be (a list, a tuple, a set: checked per object, `fits` does not
+        # look at these kinds); containers inside dict attributes are found by _RegistryLayout
+        self.okeys = tuple(okeys)
 
     def fits(self, ds, svals, regs):
         """Whether objects with these `__dict__`s (and scalar values / dict attributes already
@@ -274,10 +507,10 @@ class _RegistryLayout:
     (by value), object members (by identity) and, of those, the ones to walk into (not Tensors):
     ((key, an itemgetter of it), ...)."""
 
-    __slots__ = ("skeys", "sget", "ikeys", "iget", "flat", "guarded", "walk")
+    __slots__ = ("skeys", "sget", "ikeys", "iget", "flat", "guarded", "walk", "ckeys")
 
     def __init__(self, d):
-        skeys, ikeys, walk = [], [], []
+        skeys, ikeys, walk, ckeys = [], [], [], []
         for k, v in d.items():
             if type(v) in _SCALARS:
                 skeys.append(k)
@@ -285,11 +518,14 @@ class _RegistryLayout:
                 ikeys.append(k)
                 if not isinstance(v, Tensor):
                     walk.append((k, operator.itemgetter(k)))
+            elif _is_container(v):
+                ckeys.append(k)              # guarded by contents (_ContainerGroup)
         self.skeys, self.sget = tuple(skeys), _getter(skeys)
         self.ikeys, self.iget = tuple(ikeys), _getter(ikeys)
         self.flat = len(ikeys) > 1           # iget gives a tuple of members, not one member
         self.guarded = bool(skeys or ikeys)
         self.walk = tuple(walk)
+        self.ckeys = tuple(ckeys)
 
 
 # What the guard reads depends only on (class, attribute names, kinds of values), and a model's
@@ -298,6 +534,19 @@ class _RegistryLayout:
 _OBJECT_LAYOUTS: dict = {}     # (class, attribute names) -> _ObjectLayout (its kinds checked per use)
 _EXACT_LAYOUTS: dict = {}      # (attribute names, value types) -> _ObjectLayout
 _REGISTRY_LAYOUTS: dict = {}   # (keys, value types) -> _RegistryLayout
+
+
+# a Cell's own dicts: changed through its API (which moves the state epoch) or walked as registries
+_CELL_BOOKKEEPING = frozenset(("_params", "_cells", "_params_list", "_forward_hooks", "_forward_pre_hooks", "_flags"))
+
+
+def _holds_containers(cell) -> bool:
+    """Whether a cell or one of its sub-cells holds a plain container (a list, a tuple...)."""
+    for _, c in cell.cells_and_names():
+        for k, v in c.__dict__.items():
+            if _is_container(v) and k not in _CELL_BOOKKEEPING:
+                return True
+    return False
 
 
 class StateGuard:
@@ -325,6 +574,17 @@ class StateGuard:
         self._created: dict = {}         # id(object) -> _ResolvedCheck of attributes the capture created
         self._class_names: dict = {}     # class -> class_scalar_names (this build)
         self._layers: dict = {}          # id(lazy_inline cell) -> LayerStateCheck: guarded as one unit
+        self._containers = _ContainerGroup()     # lists, tuples, dicts, sets: by contents
+        # containers among the roots (globals and closure variables holding a list, a dict...)
+        objects, held = [], set()
+        for label, obj in roots:
+            if _is_container(obj):
+                if id(obj) not in held:
+                    held.add(id(obj))
+                    self._containers.add(label, {label: obj}, label)
+            else:
+                objects.append((label, obj))
+        roots = objects
         # the roots, for the explanation walk: (label, id, __dict__) - not the objects themselves,
         # so a guard does not keep alive a Cell whose cache holds it
         self._roots = [(label, id(obj), getattr(obj, "__dict__", None)) for label, obj in roots]
@@ -338,6 +598,9 @@ class StateGuard:
         while objs:
             labels, objs = self._visit_level(labels, objs, seen)
         self._class_names = None
+        if self._containers.holders:
+            self._containers.snapshot()
+            self._fast.append(self._containers)
 
     def _visit_level(self, labels, objs, seen):
         """Snapshot one level of objects; return the next level (their sub-objects)."""
@@ -403,7 +666,9 @@ class StateGuard:
         for i, (obj, d) in enumerate(zip(objs, dicts)):
             if isinstance(d, dict) and "_lazy_inline" in d and is_lazy(obj):
                 st = describe_layer(obj)
-                if st.structure is not None and not st.untracked:
+                # (a list attribute changes in place without the Cell API moving the epoch: a
+                # layer holding one is walked, so its containers are guarded by contents)
+                if st.structure is not None and not st.untracked and not _holds_containers(obj):
                     check = self._layers[id(obj)] = LayerStateCheck(_label_text(labels[i]), st)
                     self._fast.append(check)
                     continue
@@ -423,6 +688,12 @@ class StateGuard:
             for xlay, xds, xls in _by_layout(exact_lays, ds, ls):
                 self._snapshot_objects(xlay, xds, xls, reg_dicts, reg_labels, exact=True)
             return
+        if lay.okeys:
+            add = self._containers.add
+            for d, label in zip(ds, ls):
+                for k in lay.okeys:
+                    if _is_container(d[k]):
+                        add((label, k), d, k)
         if svals is not None:
             g = self._objects.get(lay)
             if g is None:
@@ -474,13 +745,21 @@ class StateGuard:
             for k, get in lay.walk:
                 next_objs += map(get, ds)
                 next_labels += zip(ls, _repeat(k))
+            for k in lay.ckeys:
+                for d, label in zip(ds, ls):
+                    self._containers.add((label, k), d, k)
         return next_labels, next_objs
 
     def note_capture_writes(self):
         """Called after the capture: a scalar attribute the capture *created* on an object (it was
         not in the object's `__dict__` before) was a side effect of capturing, so the graph may
         have baked what the object looked like without it. Guard that it is still not set (an
-        attribute shadowing a class attribute is already guarded through `getattr`)."""
+        attribute shadowing a class attribute is already guarded through `getattr`).
+
+        Containers are snapshotted again now: the graph holds what the capture read, and a side
+        effect of the capture (`log.append(...)`) runs once - it must not fail the next call."""
+        if self._containers.holders:
+            self._containers.snapshot()
         objs, before = self._objs, self._keys
         if list(map(tuple, map(_DICT_OF, objs))) != before:     # usual case: no object gained a name
             for label, obj, keys in zip(self._labels, objs, before):
@@ -600,6 +879,7 @@ def state_roots(template, globals_guard):
     if globals_guard is not None:
         for label, v in globals_guard.objects():
             _closure_roots(label, v, roots, depth=3)
+        roots += globals_guard.containers()
     return roots
 
 
@@ -609,7 +889,7 @@ def _closure_roots(label, v, roots, depth):
     partial's function, a bound method's `self`) its closure variables and the globals its code
     names. So a jitted step calling a global `grad_fn = value_and_grad(forward)` guards the `net`
     that `forward` reads, and `net.set_train(False)` selects another graph."""
-    if _is_stateful(v):
+    if _is_stateful(v) or _is_container(v):
         roots.append((label, v))
         return
     if depth <= 0 or not callable(v) or isinstance(v, _SKIP_IDENTITY):
@@ -622,17 +902,21 @@ def _closure_roots(label, v, roots, depth):
         code = getattr(f, "__code__", None)
         if code is None:
             continue
+        writes = write_only_names(code)
         for name, cell in zip(code.co_freevars, getattr(f, "__closure__", None) or ()):
             try:
-                _closure_roots(name, cell.cell_contents, roots, depth - 1)
+                v = cell.cell_contents
             except ValueError:
-                pass
+                continue
+            if not (name in writes and _is_container(v)):
+                _closure_roots(name, v, roots, depth - 1)
         if getattr(f, "__module__", None) and f.__module__.partition(".")[0] == "minispore":
             continue         # minispore's own wrappers: only their closure (the user's function) counts
         g = getattr(f, "__globals__", None) or {}
         for name in sorted(_code_names(code, set())):
             x = g.get(name, _MISSING)
-            if x is not v and (_is_stateful(x) or isinstance(x, _FUNCTIONS)):
+            if x is not v and (_is_stateful(x) or isinstance(x, _FUNCTIONS)
+                               or (_is_container(x) and name not in writes)):
                 _closure_roots(name, x, roots, depth - 1)
 
 
@@ -750,6 +1034,7 @@ class GlobalsGuard:
         cells = getattr(f, "__closure__", None) or ()
         free = code.co_freevars if code is not None else ()
         self.closure = list(zip(free, cells))
+        self.write_only = write_only_names(code) if code is not None else frozenset()
 
     def objects(self):
         """(label, value) of the globals and closure variables that hold objects or functions."""
@@ -764,6 +1049,23 @@ class GlobalsGuard:
             except ValueError:
                 continue
             if _is_stateful(v) or isinstance(v, _FUNCTIONS):
+                out.append((name, v))
+        return out
+
+    def containers(self):
+        """(label, value) of the globals and closure variables that hold plain containers (a list,
+        a dict...): StateGuard compares their contents, the key only their identity."""
+        out, writes = [], self.write_only
+        for n in self.global_names:
+            v = self.globals.get(n)
+            if _is_container(v) and n not in writes:
+                out.append((n, v))
+        for name, cell in self.closure:
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            if _is_container(v) and name not in writes:
                 out.append((name, v))
         return out
 

@@ -5,19 +5,55 @@
 
 Entries live in `<path>/rank_<RANK_ID>/graph_cache/` (MindSpore's layout; RANK_ID defaults to 0):
 `<key>.json` (a header line, then the graph) and, when the graph holds constant tensors,
-`<key>.bin` (their raw bytes; dtype, shape and offset of each are in the JSON). The *key* is a
-SHA-256 of everything the captured graph depends on that can be known before capturing:
+`<key>.bin` (their raw bytes; dtype, shape and offset of each are in the JSON).
 
-* the minispore, Python and NumPy versions and this file format's version;
-* the function: its code (bytecode, constants and names, nested functions included), and the
-  same for the functions its globals and closure hold (a `value_and_grad` wrapper -> the loss);
-* the call's guards in a *stable* form: tensor shapes and dtypes, Python constants, and for
-  objects (a Cell, a config) their class and state - the plain attributes of every sub-cell, the
-  names, shapes and dtypes of its parameters - instead of the identities the in-memory cache uses;
-* the jit settings (capture mode, jit level, fullgraph, options).
+**The rule.** A second process must never get the first process's numbers. Every value a captured
+graph depends on is therefore, in this order of preference, (1) *in the key*, (2) *a guard stored
+in the entry and checked when it is loaded*, or (3) a reason to *refuse to cache* the graph
+(counted as `uncacheable` and logged with the reason) - never trusted. Concretely:
 
-An entry also records the SHA-256 of every source file the graph's nodes came from (the model's
-files); a file that changed since makes the entry *stale*.
+1. **The key** is a SHA-256 of everything that can be read before capturing (`call_token`):
+   * the minispore, Python and NumPy versions and this file format's version; the jit settings
+     (capture mode, jit level, fullgraph, options);
+   * the call's arguments: tensor shapes and dtypes (their values are read by reference when the
+     graph runs), Python constants by type and value;
+   * the function: its code (bytecode, constants and names, nested functions included), defaults,
+     closure variables, and every global its code names (`_globals_token`); of a container the
+     code only appends to (`log.append(...)`, cache.write_only_names) just its type. Functions
+     reached that way are described the same way, so a `value_and_grad` wrapper leads to the loss
+     and a helper to the globals *it* names. Of a global module, the attributes the code names
+     (`config.SCALE`); of a global class, its attributes the code names (`Config.SCALE`);
+   * objects by their state, not their identity: a Cell as every sub-cell's class, plain
+     attributes, every other attribute (containers, arrays, configs, functions, plain objects) and
+     its parameters' names, shapes and dtypes, plus each user Cell class's class attributes and
+     methods (code, defaults, closures and the globals they name: a helper method reading a
+     global); any other object as its class and its `__dict__`, all of it;
+   * **contents, not sizes**: lists, tuples, dicts and sets element by element, in order, and NumPy
+     arrays by a SHA-256 of their bytes whatever their size (hashing runs at about a GB/s, once per
+     compile).
+   Functions of the standard library and installed packages are described by name (their code is
+   fixed by the environment); minispore's own by the version, plus their closures.
+2. **Guards stored in the entry**, for what is only known once the capture ran; a load that finds
+   one no longer holds counts the entry *stale* (recaptured and rewritten) and a loaded entry keeps
+   them as its in-memory guards:
+   * the environment variables read while capturing (`os.environ[...]`, `.get`, `os.getenv`, `in`),
+     recorded by every capture mode (capture/environ_reads.py) as `{"environ": [[name, value or
+     null], ...]}`;
+   * the globals the ast mode's interpreted code read (`{"globals": [[module, name, token]]}`),
+     those the key already describes marked "key", and containers the code only appends to
+     (`log.append(...)`: their contents cannot have shaped the graph) marked "written";
+   * the SHA-256 of every source file the graph's nodes came from (the model's files).
+3. **Uncacheable**: a graph with breaks (bytecode), a guard the format cannot express (another
+   mode's Python callable), an attribute or object of a type with no description (no `__dict__`:
+   a lock, a random generator, an array of Python objects), objects nested more than
+   `OBJECT_DEPTH` levels below the call, more than `MAX_KEY_ITEMS` container elements or
+   `MAX_KEY_ARRAY_BYTES` of arrays in one key, a source file that is not a regular file.
+   Such a function still runs, compiled in memory, every time.
+
+Known limits (what no key or guard here sees; keep such reads out of captured code): the values
+of a *tensor* read as Python numbers during the capture (`float(param.asnumpy()[0])` on a
+Parameter - tensors are in the key by shape and dtype, their values change with training and the
+graph reads them by reference), `os.environb`, and C code calling getenv().
 
 **Format** (safe, no code): JSON. Primitives are stored by NAME and looked up in the registry;
 attributes are encoded explicitly by type (a JSON array is a tuple, `{"l": [...]}` a list, `{"dt": "Float32"}` a dtype,
@@ -28,20 +64,28 @@ again in the new process, so Parameters are shared as before; constant tensors b
 capture (RoPE tables, masks) are stored as raw bytes in the .bin file.
 
 **Never trusted**: a load checks the format and versions, the key, the SHA-256 of the payload and
-of the .bin, the source files, every primitive name, and that each captured tensor's path leads to
-a tensor of the recorded shape and dtype. Any failure - or a JSON error, a truncated file - counts
-as *stale* or *corrupt*, is logged on `logging.getLogger("minispore.jit")`, and the function is
-captured again and the entry rewritten. A cache directory that cannot be written is reported once
-(a RuntimeWarning) and bypassed.
+of the .bin, the source files, the guards, every primitive name, and that each captured tensor's
+path leads to a tensor of the recorded shape and dtype. Every file is opened as a regular file of
+bounded size only (common/untrusted_files.py): an entry that is a FIFO, a device, a directory, or
+larger than `MAX_ENTRY_BYTES`, is corrupt - never a read that blocks. Any failure - or a JSON
+error, a truncated file - counts as *stale* or *corrupt*, is logged on
+`logging.getLogger("minispore.jit")`, and the function is captured again and the entry rewritten
+(through a fresh temporary file and a rename). A cache directory that cannot be written is
+reported once (a RuntimeWarning) and bypassed.
 
 Counters (`stats()`): hits, misses, stores, stale, corrupt, uncacheable, captures (real captures
 run by jit while the cache is on) - the tests count captures in a second process with them.
 """
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
 import functools
-from collections import OrderedDict
 import gc
 import hashlib
 import json
@@ -49,8 +93,12 @@ import logging
 import math
 import operator
 import os
+import pathlib
+import re
 import sys
+import tempfile
 import types
+import uuid
 import warnings
 
 import numpy as np
@@ -58,11 +106,12 @@ import numpy as np
 from ..common import context
 from ..common.dtype import DType
 from ..common.tensor import Parameter, Tensor
+from ..common.untrusted_files import UntrustedFileError, read_bytes
 from ..ops.primitive import PRIMITIVES, AbstractTensor
 from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Node, Slot, Value
 
 logger = logging.getLogger("minispore.jit")
-FORMAT = "minispore-graph-cache/1"
+FORMAT = "minispore-graph-cache/2"
 _STRUCTURAL = {op.name: op for op in (IF, WHILE, CALL, HOST_CALL)}
 _SCALARS = (bool, int, float, str, bytes, type(None))
 
@@ -118,31 +167,106 @@ def _is_cell(x) -> bool:
     return hasattr(x, "cells_and_names") and hasattr(x, "construct")
 
 
+# How much one key may describe. A key is computed once per compile (never per call), so these are
+# generous; past them the call is refused (uncacheable, logged) rather than described in part.
+MAX_KEY_ITEMS = 1 << 20              # elements of lists, tuples, dicts and sets walked for one key
+MAX_KEY_ARRAY_BYTES = 1 << 30        # bytes of NumPy arrays hashed for one key
+OBJECT_DEPTH = 8                     # levels of objects (functions, plain objects) below the call
+_ATTR_DEPTH = 4                      # levels of objects below a Cell attribute
+
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_VALUE_TYPES = (complex, range, pathlib.PurePath, decimal.Decimal, fractions.Fraction, datetime.date,
+                datetime.time, datetime.timedelta, uuid.UUID)
+_SCALAR_SET = frozenset(_SCALARS)
+# a Cell's registries: their members are the sub-cells, Parameters and hooks the walk describes itself
+_CELL_REGISTRIES = frozenset(("_params", "_cells", "_params_list", "_forward_hooks", "_forward_pre_hooks"))
+_VOLATILE = frozenset(("_hook_id", "_default_name_id", "_casting"))
+
+
+class _Walk:
+    """What one key computation has spent and met: container items, array bytes, arrays already
+    hashed (id -> (array, token)), cells and classes already described (id -> number)."""
+
+    __slots__ = ("items", "array_bytes", "arrays", "cells", "classes")
+
+    def __init__(self):
+        self.items = 0
+        self.array_bytes = 0
+        self.arrays: dict = {}
+        self.cells: dict = {}
+        self.classes: dict = {}
+
+
+_walk = None
+
+
+@contextlib.contextmanager
+def _walking():
+    global _walk
+    outer, _walk = _walk, _Walk()
+    try:
+        yield _walk
+    except RecursionError:
+        raise Uncacheable("a value nested too deeply to describe") from None
+    except Uncacheable:
+        raise
+    except Exception as e:          # noqa: BLE001 - an object whose attributes raise: not described
+        raise Uncacheable(f"describing a value raised {type(e).__name__}: {e}") from None
+    finally:
+        _walk = outer
+
+
+def _spend_items(n):
+    _walk.items += n
+    if _walk.items > MAX_KEY_ITEMS:
+        raise Uncacheable(f"containers with more than {MAX_KEY_ITEMS:,} elements in all")
+
+
 def _array_token(a):
-    a = np.array(a, order="C", copy=False) if not a.flags.c_contiguous else a
-    if a.nbytes > (1 << 20):
-        return ("ndarray", a.shape, a.dtype.str, "large")
-    return ("ndarray", a.shape, a.dtype.str, hashlib.sha256(a.tobytes()).hexdigest())
+    """Shape, dtype and the SHA-256 of the contents - of every array, whatever its size (hashing
+    runs at about a GB/s, and only when a key is computed)."""
+    if a.dtype.hasobject:
+        raise Uncacheable("a NumPy array of Python objects")
+    hit = _walk.arrays.get(id(a))
+    if hit is not None and hit[0] is a:
+        return hit[1]
+    _walk.array_bytes += a.nbytes
+    if _walk.array_bytes > MAX_KEY_ARRAY_BYTES:
+        raise Uncacheable(f"NumPy arrays of more than {MAX_KEY_ARRAY_BYTES:,} bytes in all")
+    flat = np.ascontiguousarray(a).reshape(-1)
+    digest = hashlib.sha256(flat.view(np.uint8) if flat.size else b"").hexdigest()
+    tok = ["ndarray", list(a.shape), a.dtype.str, digest]
+    _walk.arrays[id(a)] = (a, tok)
+    return tok
 
 
-def stable_token(x, depth: int = 4, seen=None):
-    """A JSON-able description of `x` that is the same in every process for the same program."""
-    if seen is None:
-        seen = set()
+def _float(v):
+    return v if math.isfinite(v) else repr(v)
+
+
+def stable_token(x, depth: int = OBJECT_DEPTH, seen=None):
+    """A JSON-able description of `x` that is the same in every process for the same program and
+    differs whenever `x` could make a captured graph differ (see the module docstring: the key)."""
+    if _walk is None:
+        with _walking():
+            return stable_token(x, depth, seen)
     t = type(x)
     if t in _SCALARS:
-        return [t.__name__, x if t is not float or math.isfinite(x) else repr(x)] if t is not bytes else \
-            ["bytes", x.hex()]
+        return [t.__name__, _float(x) if t is float else x.hex() if t is bytes else x]
     if isinstance(x, DType):
         return ["dtype", x.name]
     if isinstance(x, Tensor):
         return ["tensor", list(x.shape), x.dtype.name, isinstance(x, Parameter),
                 bool(getattr(x, "requires_grad", False))]
     if isinstance(x, np.ndarray):
-        return list(_array_token(x))
+        return _array_token(x)
     if isinstance(x, np.generic):
-        return ["npscalar", x.dtype.str, x.item() if not isinstance(x.item(), float) or math.isfinite(x.item())
-                else repr(x.item())]
+        v = x.item()
+        return ["npscalar", x.dtype.str, _float(v) if isinstance(v, float) else v if type(v) in _SCALARS else repr(v)]
+    if isinstance(x, np.dtype):
+        return ["npdtype", x.str]
+    if isinstance(x, np.ufunc):
+        return ["ufunc", x.__name__]
     if isinstance(x, Slot):
         return ["slot", x.index]
     if t is slice:
@@ -153,16 +277,54 @@ def stable_token(x, depth: int = 4, seen=None):
         return ["module", x.__name__]
     if isinstance(x, type):
         return ["class", x.__module__, x.__qualname__]
+    if isinstance(x, logging.Logger):
+        return ["logger", x.name]        # (its handlers and level do not change numbers)
+    if isinstance(x, enum.Enum):
+        return ["enum", type(x).__module__, type(x).__qualname__, x.name, stable_token(x.value, depth, seen)]
+    if isinstance(x, _VALUE_TYPES):
+        # immutable values of the standard library whose repr says everything (a Path, a Decimal...)
+        return ["value", t.__module__, t.__qualname__, repr(x)]
+    if isinstance(x, re.Pattern):
+        return ["regex", x.pattern, x.flags]
+    if seen is None:
+        seen = {}
     if id(x) in seen:
-        return ["cycle"]
+        return ["cycle", seen[id(x)]]    # the enclosing value so many levels up the path
+    if t is list or t is tuple:
+        kinds = set(map(type, x))
+        if kinds <= _SCALAR_SET:
+            # only plain scalars (the common case: `coeffs = [2.0, 1.0]`): repr is exact and fast
+            _spend_items(len(x))
+            return [t.__name__, "scalars", repr(x)]
+    if isinstance(x, _CONTAINERS):
+        # containers do not count against `depth` (their size is bounded by MAX_KEY_ITEMS); their
+        # order is kept (a dict or set iterated in the graph's code gives a different graph in
+        # another order; equal programs build them in the same order)
+        inner = {**seen, id(x): len(seen)}
+        _spend_items(len(x))
+        if isinstance(x, dict):
+            items = [[stable_token(k, depth, inner), stable_token(v, depth, inner)] for k, v in x.items()]
+        else:
+            items = [stable_token(v, depth, inner) for v in x]
+        tok = [t.__name__ if t in _CONTAINERS else f"{t.__module__}.{t.__qualname__}", items]
+        if t not in _CONTAINERS:
+            # a subclass (a namedtuple, an OrderedDict, a defaultdict...): its own attributes too
+            extra = getattr(x, "__dict__", None)
+            if extra:
+                tok.append(stable_token(dict(extra), depth - 1, inner))
+            if isinstance(x, collections.defaultdict):
+                tok.append(stable_token(x.default_factory, depth - 1, inner))
+        return tok
+    if _is_cell(x):
+        return _cell_token(x, seen)          # (described once per key, whatever the depth)
     if depth < 0:
-        return ["deep", type(x).__module__, type(x).__qualname__]
-    seen = seen | {id(x)}
-    if t is tuple or t is list or (isinstance(x, tuple) and hasattr(x, "_fields")):
-        return [t.__name__, [stable_token(v, depth - 1, seen) for v in x]]
-    if t is dict:
-        return ["dict", sorted(([repr(k), stable_token(v, depth - 1, seen)] for k, v in x.items()),
-                               key=lambda kv: kv[0])]
+        raise Uncacheable(f"a {t.__module__}.{t.__qualname__} more than {OBJECT_DEPTH} objects below the call "
+                          f"(too deep to describe)")
+    seen = {**seen, id(x): len(seen)}
+    if hasattr(x, "__minispore_jit__"):
+        jf, obj = getattr(x, "jf", x), getattr(x, "obj", None)       # a JitFunction, or one bound to obj
+        return ["jit", stable_token(getattr(jf, "fn", None), depth - 1, seen), getattr(jf, "capture_mode", None),
+                getattr(jf, "jit_level", None), stable_token(obj, depth - 1, seen)]
     if isinstance(x, types.MethodType):
         return ["method", stable_token(x.__self__, depth, seen), _function_token(x.__func__, depth, seen)]
     if isinstance(x, functools.partial):
@@ -171,45 +333,93 @@ def stable_token(x, depth: int = 4, seen=None):
     if isinstance(x, types.FunctionType):
         return _function_token(x, depth, seen)
     if isinstance(x, types.BuiltinFunctionType):
-        return ["builtin", getattr(x, "__module__", None), x.__qualname__]
-    if _is_cell(x):
-        return _cell_token(x, depth, seen)
-    if dataclasses.is_dataclass(x) or hasattr(x, "__dict__"):
-        d = {f.name: getattr(x, f.name) for f in dataclasses.fields(x)} if dataclasses.is_dataclass(x) else vars(x)
+        owner = getattr(x, "__self__", None)         # a bound builtin method (`log.append`): whose
+        return ["builtin", getattr(x, "__module__", None), x.__qualname__,
+                None if owner is None or isinstance(owner, types.ModuleType) else stable_token(owner, depth - 1, seen)]
+    if hasattr(x, "__dict__") or dataclasses.is_dataclass(x):
+        d = vars(x) if hasattr(x, "__dict__") else {f.name: getattr(x, f.name) for f in dataclasses.fields(x)}
         items = []
-        for k, v in sorted(d.items()):
-            if k.startswith("_") and isinstance(v, (dict, list)):
-                continue                   # private caches (filled while tracing) are not state
-            items.append([k, stable_token(v, depth - 1, seen)])
-        return ["object", t.__module__, t.__qualname__, items]
-    if hasattr(x, "__minispore_jit__"):
-        return ["jit", stable_token(getattr(x, "fn", None), depth - 1, seen)]
+        for k, v in d.items():
+            try:
+                items.append([k, stable_token(v, depth - 1, seen)])
+            except Uncacheable as e:
+                raise Uncacheable(f"attribute '{k}' of a {t.__qualname__}: {e}") from None
+        # (and what its class holds: a class attribute `scale = 2.0`, the methods and their globals)
+        return ["object", t.__module__, t.__qualname__, items, _class_token(t)]
     raise Uncacheable(f"an argument or global of type {t.__module__}.{t.__qualname__}")
+
+
+# -- whose code is it: the user's (described), minispore's or an installed library's (versioned) ------------
+def _library_dirs():
+    import sysconfig
+    dirs = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(os.path.realpath(p) + os.sep)
+    return tuple(sorted(dirs))
+
+
+_LIBRARY_DIRS = _library_dirs()
+_library_files: dict = {}
+
+
+def _is_library_file(filename) -> bool:
+    """Code of the standard library or an installed package (described by name: it does not
+    change between two runs of the same environment; NumPy's version is in the key)."""
+    r = _library_files.get(filename)
+    if r is None:
+        r = _library_files[filename] = bool(filename) and (
+            filename.startswith("<") or os.path.realpath(filename).startswith(_LIBRARY_DIRS))
+    return r
+
+
+def _is_user_module(m) -> bool:
+    name = getattr(m, "__name__", "") or ""
+    if name.partition(".")[0] == "minispore" or name in sys.builtin_module_names:
+        return False
+    f = getattr(m, "__file__", None)
+    return bool(f) and not _is_library_file(f)
 
 
 def _function_token(f, depth, seen):
     """Name, code hash, closure, defaults and referenced globals of a function. minispore's own
     framework functions (autograd wrappers, jit...) are covered by the version in the key: only
-    their closures (which hold the user's function and weights) are described."""
+    their closures (which hold the user's function and weights) are described; a library's
+    functions by name only."""
     code = getattr(f, "__code__", None)
+    if code is not None and _is_library_file(code.co_filename):
+        return ["libfunction", getattr(f, "__module__", None), getattr(f, "__qualname__", None)]
     framework = code is not None and _is_framework(code)
     tok = ["function", getattr(f, "__module__", None), getattr(f, "__qualname__", None),
            code_hash(code) if code is not None and not framework else None]
-    if depth > 0:
-        cells = getattr(f, "__closure__", None) or ()
-        names = code.co_freevars if code is not None else ()
-        closure = []
-        for name, c in zip(names, cells):
-            try:
-                v = c.cell_contents
-            except ValueError:
-                continue
+    cells = getattr(f, "__closure__", None) or ()
+    names = code.co_freevars if code is not None else ()
+    writes = _write_only_names(code) if code is not None and not framework else ()
+    closure = []
+    for name, c in zip(names, cells):
+        try:
+            v = c.cell_contents
+        except ValueError:
+            continue
+        if name in writes and isinstance(v, _CONTAINERS):
+            closure.append([name, "written", type(v).__name__])     # a log: see _globals_token
+            continue
+        try:
             closure.append([name, stable_token(v, depth - 1, seen)])
-        tok.append(closure)
-        tok.append(stable_token(list(f.__defaults__ or ()), depth - 1, seen))
-        if not framework:
-            tok.append(_globals_token(f, depth - 1, seen))
+        except Uncacheable as e:
+            raise Uncacheable(f"closure variable '{name}' of {tok[2]}: {e}") from None
+    tok.append(closure)
+    tok.append(stable_token(list(f.__defaults__ or ()), depth - 1, seen))
+    tok.append(stable_token(dict(getattr(f, "__kwdefaults__", None) or {}), depth - 1, seen))
+    if not framework:
+        tok.append(_globals_token(f, depth - 1, seen))
     return tok
+
+
+def _write_only_names(code):
+    from .cache import write_only_names
+    return write_only_names(code)
 
 
 def _is_framework(code) -> bool:
@@ -217,31 +427,115 @@ def _is_framework(code) -> bool:
     return _is_internal(code)
 
 
-def _globals_token(f, depth, seen):
+def _described_globals(f):
+    """(name, value) of the globals `f`'s code names (nested functions included) that the key
+    describes: all but modules and classes, which are described by the attributes the code names."""
     code = getattr(f, "__code__", None)
     g = getattr(f, "__globals__", None)
     if code is None or g is None:
-        return []
+        return [], (), {}
     from .cache import _code_names
+    names = _code_names(code, set())
+    return [(n, g[n]) for n in sorted(names) if n in g], names, g
+
+
+def _globals_token(f, depth, seen):
     out = []
-    for n in sorted(_code_names(code, set())):
-        if n in g and not isinstance(g[n], (types.ModuleType, type)):
-            v = g[n]
-            if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or _is_cell(v) \
-                    or isinstance(v, (Tensor, DType, np.ndarray)) or type(v) in _SCALARS:
-                out.append([n, stable_token(v, depth, seen)])
+    values, names, _g = _described_globals(f)
+    # a container the code only appends to (`LOG.append(...)`) cannot have shaped the graph: its
+    # contents are left out (else a log filled by an earlier call would change the key)
+    writes = _write_only_names(f.__code__) if values else ()
+    for n, v in values:
+        if n in writes and isinstance(v, _CONTAINERS):
+            out.append([n, "written", type(v).__name__])
+            continue
+        try:
+            if isinstance(v, types.ModuleType):
+                if _is_user_module(v):
+                    # `config.SCALE`, `helpers.scale(x)`: the module's attributes the code names
+                    md = vars(v)
+                    attrs = [[a, stable_token(md[a], depth, seen)] for a in sorted(names & md.keys())
+                             if not isinstance(md[a], types.ModuleType)]
+                    out.append([n, "module", v.__name__, attrs])
+                continue
+            if isinstance(v, type):
+                out.append([n, _class_attrs_token(v, names, depth, seen)])
+                continue
+            out.append([n, stable_token(v, depth, seen)])
+        except Uncacheable as e:
+            raise Uncacheable(f"global '{n}' of {getattr(f, '__qualname__', '?')}: {e}") from None
     return out
 
 
-def _cell_token(cell, depth, seen):
-    """Every sub-cell's class, construct code, plain attributes, dtypes, arrays, dataclass configs,
-    tensors and parameters (names, shapes, dtypes), in the cells' own attribute order. A cell met
-    again (through another closure) is described once per token: `["same", n]`."""
-    k = _cell_memo.get(id(cell))
+def _user_classes(cls):
+    """The classes of `cls`'s MRO whose code is the user's (not minispore's, a library's or builtins)."""
+    out = []
+    for c in cls.__mro__:
+        mod = sys.modules.get(getattr(c, "__module__", ""))
+        if c is object or mod is None or not _is_user_module(mod):
+            continue
+        out.append(c)
+    return out
+
+
+_SLOT_DESCRIPTORS = (types.MemberDescriptorType, types.GetSetDescriptorType)
+
+
+def _class_member(v):
+    """The function behind a class attribute (staticmethod/classmethod/property unwrapped), or v."""
+    if isinstance(v, (staticmethod, classmethod)):
+        return v.__func__
+    if isinstance(v, property):
+        return [v.fget, v.fset]
+    return v
+
+
+def _class_attrs_token(cls, names, depth, seen):
+    """A class named by code (`Config.SCALE`, `Helper.scale(x)`): the attributes of its user
+    classes the code names."""
+    tok = ["class", cls.__module__, cls.__qualname__]
+    for c in _user_classes(cls):
+        for a in sorted(names & vars(c).keys()):
+            if not a.startswith("__") and a != "_abc_impl" and not isinstance(vars(c)[a], _SLOT_DESCRIPTORS):
+                tok.append([c.__qualname__, a, stable_token(_class_member(vars(c)[a]), depth, seen)])
+    return tok
+
+
+def _class_token(cls):
+    """Everything of a Cell's (or another object's) class its instances' graphs may read besides
+    the instance: each user class of its MRO, with its plain class attributes (`scale = 2.0`) and
+    its methods (code, defaults, closures and the globals they name: a helper method reading a
+    global list). Classes of minispore, the standard library and installed packages: by name."""
+    k = _walk.classes.get(cls)
+    if k is not None:
+        return ["same-class", k]
+    _walk.classes[cls] = len(_walk.classes)
+    parts = []
+    for c in _user_classes(cls):
+        members = []
+        for a, v in vars(c).items():
+            if (a.startswith("__") and a != "__call__") or a == "_abc_impl" or isinstance(v, _SLOT_DESCRIPTORS):
+                continue            # (Python's own bookkeeping: slots, the abc registry)
+            v = _class_member(v)
+            try:
+                members.append([a, stable_token(v, _ATTR_DEPTH)])
+            except Uncacheable as e:
+                raise Uncacheable(f"class attribute '{c.__qualname__}.{a}': {e}") from None
+        parts.append([c.__module__, c.__qualname__, members])
+    return ["class", cls.__module__, cls.__qualname__, parts]
+
+
+def _cell_token(cell, seen):
+    """Every sub-cell's class (its layout, and `_class_token`), plain attributes, and every other
+    attribute (containers, arrays, configs, functions, plain objects: `stable_token`), the names,
+    shapes and dtypes of its parameters, in the cells' own attribute order. A cell met again
+    (through another closure) is described once per token: `["same", n]`."""
+    memo = _walk.cells
+    k = memo.get(id(cell))
     if k is not None:
         return ["same", k]
-    _cell_memo[id(cell)] = len(_cell_memo)
-    parts = []
+    memo[id(cell)] = len(memo)
+    parts, classes = [], []
     stack, visited = [("", cell)], set()
     while stack:
         name, c = stack.pop()
@@ -252,21 +546,18 @@ def _cell_token(cell, depth, seen):
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
             raise Uncacheable(f"cell '{name or type(c).__name__}' has forward hooks (Python functions)")
         tc = type(c)
+        if tc not in _walk.classes:
+            classes.append(_class_token(tc))
         lkey = (tc, tuple(d), tuple(map(type, d.values())))
         lay = _cell_layouts.get(lkey)
         if lay is None:
             lay = _cell_layouts[lkey] = _CellLayout(d, tc)
         attrs = [lay.scalar_get(d)]
         for k in lay.other_keys:
-            v = d[k]
-            if isinstance(v, Tensor):
-                attrs.append((k, stable_token(v)))
-            elif isinstance(v, DType):
-                attrs.append((k, "dtype", v.name))
-            elif type(v) is np.ndarray:
-                attrs.append((k, _array_token(v)))
-            elif depth > 0:
-                attrs.append((k, stable_token(v, depth - 1, seen)))
+            try:
+                attrs.append((k, stable_token(d[k], _ATTR_DEPTH, seen)))
+            except Uncacheable as e:
+                raise Uncacheable(f"attribute '{name + '.' if name else ''}{k}' of a {tc.__qualname__}: {e}") from None
         params = [(k, p._data.shape, p.dtype.name, p.requires_grad)
                   for k, p in d["_params"].items() if p is not None]
         parts.append((name, lay.digest, attrs, params))
@@ -274,32 +565,30 @@ def _cell_token(cell, depth, seen):
         for k, sub in reversed(d["_cells"].items()):
             if sub is not None:
                 stack.append((prefix + k, sub))
-    return ["cell", parts]
+    return ["cell", parts, classes]
 
 
-_cell_memo: dict = {}           # id(cell) -> number, during one call_token()
 _cell_layouts: dict = {}        # (class, attribute names, attribute types) -> _CellLayout
 
 
 class _CellLayout:
     """How to describe cells of one layout (class, attribute names and value types): which keys
-    hold plain values (read with one C-level itemgetter), which hold tensors, dtypes, arrays or
-    dataclass configs; plus the class's identity (module, name, construct's code hash). Built from
-    the first such cell; a model's cells share a handful of layouts."""
+    hold plain values (read with one C-level itemgetter) and which hold anything else (described
+    one by one with stable_token); plus the class's identity (module, name, construct's code
+    hash). Built from the first such cell; a model's cells share a handful of layouts. Only the
+    registries (`_params`, `_cells`... described by the walk itself) and bookkeeping counters
+    are left out: every other attribute is part of the key."""
 
     __slots__ = ("scalar_keys", "scalar_get", "other_keys", "class_id", "digest")
 
     def __init__(self, d, cls):
         scalars, others = [], []
         for k, v in d.items():
-            tv = type(v)
-            if tv in _SCALARS:
-                if k not in _VOLATILE:
-                    scalars.append(k)
-            elif tv is dict or tv is OrderedDict:
+            if k in _VOLATILE or k in _CELL_REGISTRIES:
                 continue
-            elif (isinstance(v, (Tensor, DType)) or tv is np.ndarray
-                  or (dataclasses.is_dataclass(v) and not isinstance(v, type))):
+            if type(v) in _SCALARS:
+                scalars.append(k)
+            else:
                 others.append(k)
         self.scalar_keys = tuple(scalars)
         getter = operator.itemgetter(*scalars) if scalars else None
@@ -314,17 +603,13 @@ class _CellLayout:
         # same few layouts per layer, so spelling them out each time made the repr the costliest
         # part of computing the key
         self.digest = hashlib.sha256(repr((self.class_id, self.scalar_keys, self.other_keys)).encode()).hexdigest()[:32]
-_VOLATILE = frozenset(("_hook_id", "_default_name_id", "_casting"))
 
 
 def call_token(jf, fn, args, kwargs):
-    """The stable description of one compile request (hashed into the key)."""
-    _cell_memo.clear()
-    try:
+    """The stable description of one compile request (hashed into the key); raises Uncacheable."""
+    with _walking():
         return [FORMAT, _versions(), [jf.capture_mode, jf.jit_level, jf.fullgraph, stable_token(jf.options)],
-                stable_token(fn, depth=5), stable_token(list(args), depth=5), stable_token(dict(kwargs), depth=5)]
-    finally:
-        _cell_memo.clear()
+                stable_token(fn), stable_token(list(args)), stable_token(dict(kwargs))]
 
 
 def _versions():
@@ -762,7 +1047,7 @@ def decode_result(payload, consts, fn, args, kwargs):
     return CaptureResult(graph=top, out_template=out_template, guards=guards, mode=payload["mode"])
 
 
-# -- guards a capture mode adds (the ast mode guards the globals its interpreted code read) -------------
+# -- guards a capture mode adds: checked when an entry is loaded, and kept as the entry's guards ---------
 class Stale(Exception):
     """The entry was valid when written but no longer matches this program (a global changed)."""
 
@@ -774,73 +1059,78 @@ def _keyed_globals(fn):
     """(id of globals dict, name) of the globals the key itself describes (those of `fn`'s code
     that _globals_token includes): their guard needs no separate check."""
     f = getattr(fn, "__func__", fn)
-    code, g = getattr(f, "__code__", None), getattr(f, "__globals__", None)
-    if code is None or g is None:
-        return set()
-    from .cache import _code_names
-    out = set()
-    for n in _code_names(code, set()):
-        v = g.get(n)
-        if n in g and not isinstance(v, (types.ModuleType, type)) and (
-                isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or _is_cell(v)
-                or isinstance(v, (Tensor, DType, np.ndarray)) or type(v) in _SCALARS):
-            out.add((id(g), n))
-    return out
+    values, _names, g = _described_globals(f)
+    writes = _write_only_names(f.__code__) if values else ()
+    return {(id(g), n) for n, v in values if not isinstance(v, (types.ModuleType, type))
+            and not (n in writes and isinstance(v, _CONTAINERS))}      # (a log: only its type is keyed)
 
 
 def _encode_guard(guard, fn):
+    """One of `CaptureResult.guards` as JSON: the environment variables a capture read
+    (`{"environ": [[name, value or null], ...], "names": ...}`), or the globals the ast mode's
+    interpreted code read (`{"globals": [[module, name, token or "key"], ...]}`). Any other guard
+    is a Python function the cache cannot describe: the graph is uncacheable."""
     import inspect
+    from .capture.environ_reads import EnvironGuard
+    if isinstance(guard, EnvironGuard):
+        return {"environ": [list(r) for r in guard.reads],
+                "names": None if guard.names is None else list(guard.names)}
     if getattr(guard, "__name__", "") != "globals_read_by_interpreted_code":
         raise Uncacheable(f"a capture guard {getattr(guard, '__qualname__', guard)!r} the cache cannot describe")
     reads = inspect.getclosurevars(guard).nonlocals.get("reads")
     keyed = _keyed_globals(fn)
     out = []
-    for g, name, _tok in reads or ():
+    for g, name, tok in reads or ():
         module = g.get("__name__")
         if not isinstance(module, str) or getattr(sys.modules.get(module), "__dict__", None) is not g:
             raise Uncacheable(f"a global '{name}' of a namespace that is not an imported module")
         if (id(g), name) in keyed:
             out.append([module, name, "key"])          # already part of the key
+        elif tok[0] == "written":
+            out.append([module, name, "written"])      # a log the code only appends to
         else:
-            out.append([module, name, _plain_token(g[name]) if name in g else _MISSING_TOKEN])
-    return out
+            try:
+                out.append([module, name, _plain_token(g[name]) if name in g else _MISSING_TOKEN])
+            except Uncacheable as e:
+                raise Uncacheable(f"global '{module}.{name}' read by the graph's code: {e}") from None
+    return {"globals": out}
 
 
 def _plain_token(x):
     """stable_token(x) as JSON gives it back (tuples become lists), for comparing with a stored one."""
-    _cell_memo.clear()
-    try:
+    with _walking():
         return json.loads(json.dumps(stable_token(x)))
-    finally:
-        _cell_memo.clear()
 
 
 def _decode_guards(encoded):
-    from .capture.ast_mode.interpreter import _token
+    """The live guards of a stored entry; raises Stale when one no longer holds in this process."""
+    from .capture.ast_mode.interpreter import globals_guard, guard_token
     from .capture.ast_mode.signals import MISSING
+    from .capture.environ_reads import EnvironGuard
     guards = []
-    for reads in encoded:
+    for enc in encoded:
+        if "environ" in enc:
+            reads = []
+            for name, value in enc["environ"]:
+                if not isinstance(name, str) or not (value is None or isinstance(value, str)):
+                    raise ValueError(f"a malformed environment guard entry {name!r}: {value!r}")
+                reads.append((name, value))
+            names = enc.get("names")
+            guard = EnvironGuard(reads, None if names is None else [str(n) for n in names])
+            reason = guard.failure()
+            if reason is not None:
+                raise Stale(reason)
+            guards.append(guard)
+            continue
         live = []
-        for module, name, tok in reads:
+        for module, name, tok in enc["globals"]:
             g = sys.modules[module].__dict__
-            now = tok if tok == "key" else _plain_token(g[name]) if name in g else _MISSING_TOKEN
+            now = tok if tok in ("key", "written") else _plain_token(g[name]) if name in g else _MISSING_TOKEN
             if now != tok:
                 raise Stale(f"global '{module}.{name}' changed")
-            live.append((g, name, _token(g.get(name, MISSING))))
-        guards.append(_globals_guard(live))
+            live.append((g, name, guard_token(g.get(name, MISSING), tok == "written")))
+        guards.append(globals_guard(live))
     return guards
-
-
-def _globals_guard(reads):
-    from .capture.ast_mode.interpreter import _token
-    from .capture.ast_mode.signals import MISSING
-
-    def globals_read_by_interpreted_code(args, kwargs):
-        for g, name, tok in reads:
-            if _token(g.get(name, MISSING)) != tok:
-                return f"global '{name}' changed"
-        return None
-    return globals_read_by_interpreted_code
 
 
 class _SubGraphs:
@@ -872,16 +1162,31 @@ def _resolve_object(path, fn, args, kwargs):
 
 
 # -- files ------------------------------------------------------------------------------------------------
+# Every file the cache reads is opened with untrusted_files: only a regular file, never more than
+# it may hold. An entry that is a FIFO, a device, a directory or a symlink to one - or that is
+# larger than any entry - counts as corrupt (logged, captured again): a read never blocks.
+MAX_ENTRY_BYTES = 1 << 30            # a <key>.json: a very large model's graph is tens of MB
+MAX_SOURCE_BYTES = 64 << 20          # a model source file whose hash an entry records
+
+
 def _file_sha(path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    """SHA-256 of a source file; UntrustedFileError when it is missing, not a regular file or
+    too large."""
+    return hashlib.sha256(read_bytes(path, "a source file of a compile-cache entry", MAX_SOURCE_BYTES)).hexdigest()
 
 
 def _atomic_write(path, data: bytes):
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    """Write `path` as a whole: a fresh temporary file in the same directory (mkstemp: O_EXCL, so a
+    FIFO or a symlink planted under a predictable name is never opened), then a rename."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _warn_unwritable(d, err):
@@ -912,16 +1217,31 @@ def store(jf, fn, args, kwargs, result, key=None):
         table.append([a.dtype.str, list(a.shape), off])
     payload["consts"] = table
     body = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    try:
+        sources = {f: _file_sha(f) for f in files}
+    except UntrustedFileError as e:
+        _stats["uncacheable"] += 1
+        logger.info("compile cache: '%s' is not cached: %s", jf.name, e)
+        return False
     header = {"format": FORMAT, "versions": _versions(), "key": key, "name": jf.name,
-              "sources": {f: _file_sha(f) for f in files},
+              "sources": sources,
               "payload_sha256": hashlib.sha256(body).hexdigest(),
-              "consts_sha256": hashlib.sha256(blob).hexdigest() if blob else None}
+              "consts_sha256": hashlib.sha256(blob).hexdigest() if blob else None,
+              "consts_bytes": len(blob)}
     try:
         os.makedirs(d, exist_ok=True)
         if blob:
             _atomic_write(os.path.join(d, key + ".bin"), bytes(blob))
         # one JSON header line, then the JSON payload (checksummed as bytes)
         _atomic_write(os.path.join(d, key + ".json"), json.dumps(header).encode() + b"\n" + body)
+    except (IsADirectoryError, NotADirectoryError) as e:
+        if os.path.isdir(d):
+            # a directory where this one entry's file belongs: this entry is not stored, the rest
+            # of the cache still works
+            logger.warning("compile cache: cannot store '%s' (%s: %s)", jf.name, type(e).__name__, e)
+            return False
+        _warn_unwritable(d, e)
+        return False
     except OSError as e:
         _warn_unwritable(d, e)
         return False
@@ -940,15 +1260,17 @@ def load(jf, fn, args, kwargs):
         return None, None
     d = cache_dir()
     path = os.path.join(d, key + ".json")
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except (FileNotFoundError, NotADirectoryError):
+    if not os.path.lexists(path):
         _stats["misses"] += 1          # (a path that is not a directory: store() reports it, once)
         return None, key
-    except OSError as e:
+    try:
+        raw = read_bytes(path, "a compile-cache entry", MAX_ENTRY_BYTES)
+    except UntrustedFileError as e:    # a FIFO, a device, a directory, a dangling link, too large
+        if e.got == "nothing at that path" and not os.path.lexists(path):
+            _stats["misses"] += 1      # (removed meanwhile)
+            return None, key
         _stats["corrupt"] += 1
-        logger.warning("compile cache: cannot read '%s' (%s); recompiling", path, e)
+        logger.warning("compile cache: corrupt entry for '%s': %s; recompiling", jf.name, e)
         return None, key
     try:
         head, sep, body = raw.partition(b"\n")
@@ -962,8 +1284,10 @@ def load(jf, fn, args, kwargs):
             return None, key
         blob = b""
         if header.get("consts_sha256"):
-            with open(os.path.join(d, key + ".bin"), "rb") as f:
-                blob = bytearray(f.read())
+            size = header.get("consts_bytes")
+            if type(size) is not int or size < 0:
+                raise ValueError("the header does not say how large the constants file is")
+            blob = bytearray(read_bytes(os.path.join(d, key + ".bin"), "a compile-cache constants file", size))
             if hashlib.sha256(blob).hexdigest() != header["consts_sha256"]:
                 raise ValueError("the constants file does not match its checksum")
         paused = gc.isenabled()
@@ -1003,8 +1327,8 @@ def _check_header(header, key, body: bytes):
         try:
             if _file_sha(f) != sha:
                 return f"source file '{f}' changed"
-        except OSError:
-            return f"source file '{f}' is gone"
+        except UntrustedFileError as e:
+            return f"source file '{f}' cannot be read as before ({e.got})"
     return None
 
 

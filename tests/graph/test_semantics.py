@@ -90,17 +90,20 @@ def test_python_constants_are_baked_in_and_guarded(caplog):
         RATE = 0.5
 
 
-def test_mutable_globals_are_guarded_by_identity_only():
-    # Only the identity of a mutable object is guarded: changing its contents is not seen.
-    # (Keep tensors and numbers in globals, or pass values as arguments.)
+def test_mutable_containers_are_guarded_by_contents(caplog):
+    # A list (dict, tuple, set) the function reads is guarded by what it holds: changing it in
+    # place recompiles (graph/cache.py, _ContainerGroup). One the code only appends to
+    # (`log.append(...)`) is guarded by identity: its contents cannot have shaped the graph.
+    caplog.set_level(logging.INFO, logger="minispore.jit")
     table = [1.0, 2.0]
 
     @jit_trace
     def f(x):
         return x * table[0]
-    f(t([1.0]))
+    np.testing.assert_allclose(f(t([1.0])).asnumpy(), [1.0])
     table[0] = 10.0
-    np.testing.assert_allclose(f(t([1.0])).asnumpy(), [1.0])      # still the captured 1.0
+    np.testing.assert_allclose(f(t([1.0])).asnumpy(), [10.0])     # recompiled with the new value
+    assert "table[0] changed: 1.0 -> 10.0" in caplog.records[-1].getMessage()
 
 
 def test_setitem_on_a_traced_value_is_functional():

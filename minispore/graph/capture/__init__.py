@@ -112,15 +112,19 @@ def registered_capture_modes() -> list:
 
 
 def get_capture_mode(name: str):
-    """The capture function for `name`; an unregistered mode falls back to trace (warned once)."""
+    """The capture function for `name`; an unregistered mode falls back to trace (warned once).
+
+    Whatever the mode, the function returned records the environment variables the capture reads
+    and adds a guard on them to the result (environ_reads.py): a graph never silently keeps a
+    value read from `os.environ` after it changed, in this process or (compile cache) another."""
     fn = _MODES.get(name)
-    if fn is not None:
-        return fn, name
-    if name not in _warned_fallback:
-        _warned_fallback.add(name)
-        warn_user(f"jit: capture_mode='{name}' is not available yet in this minispore build; "
-                  f"using capture_mode='trace' (Python control flow is specialised at compile time)")
-    return _MODES["trace"], "trace"
+    if fn is None:
+        if name not in _warned_fallback:
+            _warned_fallback.add(name)
+            warn_user(f"jit: capture_mode='{name}' is not available yet in this minispore build; "
+                      f"using capture_mode='trace' (Python control flow is specialised at compile time)")
+        fn, name = _MODES["trace"], "trace"
+    return _environ_recorded(fn), name
 
 
 def warn_user(message, category=RuntimeWarning):
@@ -179,6 +183,7 @@ __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mo
            "warn_user"]
 
 
+from .environ_reads import recorded as _environ_recorded  # noqa: E402
 from .trace import capture_trace as _capture_trace  # noqa: E402  (the built-in mode)
 
 register_capture_mode("trace", _capture_trace)

@@ -40,7 +40,6 @@ import inspect
 import operator
 import types
 
-from ....common import dtype as mstype
 from ....common.errors import MinisporeError
 from ....common.tensor import Tensor
 from ..trace import CaptureError, HostResult, user_source
@@ -67,18 +66,33 @@ def _invoke_method(obj, name, args, kwargs):
     return getattr(obj, name)(*args, **kwargs)
 
 
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+def write_only_names(code):
+    from ...cache import write_only_names as names
+    return names(code)
 
 
-def _token(v):
-    t = type(v)
-    if t in _SCALARS:
-        return (t, v)
-    if isinstance(v, mstype.DType):
-        return ("dtype", v.name)
-    if t is tuple and all(type(x) in _SCALARS for x in v):
-        return (tuple, v)
-    return ("id", id(v))
+def guard_token(v, written=False):
+    """What the globals guard compares: scalars by value, plain containers (lists, dicts, tuples,
+    sets) by their contents - an in-place `table[0] = 10.0` must recompile - and other objects by
+    identity (graph/cache.py: content_token). A container the code only appends to (`written`)
+    by identity: `("written", id)`."""
+    from ...cache import content_token
+    return ("written", id(v)) if written else content_token(v)
+
+
+def globals_guard(reads):
+    """The guard on the globals interpreted code read: `reads` is [(globals dict, name, guard_token)].
+    (The compile cache rebuilds it, by this name, for an entry it loads.)"""
+    from ...cache import describe_token, content_token
+
+    def globals_read_by_interpreted_code(args, kwargs):
+        for g, name, tok in reads:
+            now = g.get(name, MISSING)
+            new = ("written", id(now)) if tok[0] == "written" else content_token(now)
+            if new != tok:
+                return f"global '{name}' changed: {describe_token(tok)} -> {describe_token(new)}"
+        return None
+    return globals_read_by_interpreted_code
 
 
 # -- the interpreter ------------------------------------------------------------------------------------
@@ -118,27 +132,31 @@ class Interpreter(Expressions):
         return c
 
     # -- guards -----------------------------------------------------------------------------------------
-    def note_global(self, g, name, value):
+    def note_global(self, g, name, value, frame=None):
         if isinstance(value, types.ModuleType):
             return
         key = (id(g), name)
-        if key not in self.global_reads:
-            self.global_reads[key] = (g, name, _token(value))
+        # a container the code only appends to (`LOG.append(...)`): its contents did not shape the
+        # graph, it is guarded by identity (graph/cache.py: write_only_names)
+        f = frame
+        while f is not None and f.func is None:
+            f = f.parent
+        code = getattr(getattr(f, "func", None), "__code__", None)
+        written = code is not None and name in write_only_names(code)
+        hit = self.global_reads.get(key)
+        if hit is None:
+            self.global_reads[key] = (g, name, value, written)
+        elif hit[3] and not written:        # (the value first read is the one the guard keeps)
+            self.global_reads[key] = (g, name, hit[2], False)
 
     def guards(self) -> list:
-        reads = list(self.global_reads.values())
+        # tokens taken now, after the capture: a container by what it holds once the capture is
+        # done (a capture that appends to a list runs its side effect once; it must not fail its
+        # own guard on the next call), a scalar by the value read (immutable: the same thing)
+        reads = [(g, name, guard_token(v, written)) for g, name, v, written in self.global_reads.values()]
         if not reads:
             return []
-
-        def globals_read_by_interpreted_code(args, kwargs):
-            for g, name, tok in reads:
-                new = _token(g.get(name, MISSING))
-                if new != tok:
-                    old = repr(tok[1]) if tok[0] != "id" else "an object"
-                    val = repr(new[1]) if new[0] != "id" else "another object"
-                    return f"global '{name}' changed: {old} -> {val}"
-            return None
-        return [globals_read_by_interpreted_code]
+        return [globals_guard(reads)]
 
     # -- names --------------------------------------------------------------------------------------------
     def lookup(self, name, frame):
@@ -169,7 +187,7 @@ class Interpreter(Expressions):
         v = g.get(name, MISSING)
         if v is not MISSING:
             if frame.user:                             # library code's globals are not guarded
-                self.note_global(g, name, v)
+                self.note_global(g, name, v, frame)
             return v
         b = g.get("__builtins__", builtins)
         b = b if isinstance(b, dict) else b.__dict__

@@ -28,6 +28,7 @@ from ....common.errors import user_frame
 from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor
 from ... import pytree
+from ..environ_reads import EnvironGuard, recording
 from ..trace import HostResult, TraceSession, _is_internal
 from .breaks import is_symbolic
 from .frames import Frame, const_token, fill_state, flatten_state, flatten_value
@@ -128,6 +129,7 @@ class Segment:
         self.used = used                         # {leaf index: token} of Lazy numbers it specialised on
         self.globals_read = globals_read         # {name: token}
         self.globals = target.info.globals
+        self.environ = None                      # EnvironGuard: variables a continuation's capture read
         self.grad_splits: dict = {}              # graph/autodiff.py caches its splits here
         self.executor = None
         if graph is not None:
@@ -146,7 +148,7 @@ class Segment:
         for name, tok in self.globals_read.items():
             if const_token(g.get(name, _MISSING)) != tok:
                 return False
-        return True
+        return self.environ is None or self.environ.failure() is None
 
 
 def _aval(t):
@@ -197,12 +199,17 @@ def capture_continuation_with_frame(target, pc, template, leaves):
         else:
             values.append(Lazy(x, j))
     frame = fill_state(template, values, target.info.free_cells)
-    try:
-        interp, outcome = _run(target, session, frame, pc)
-    except BaseException:
-        session.finished = True
-        raise
-    return make_segment(target, pc, interp, outcome, session, frame, param_leaves), frame
+    # (a continuation is captured at run time, outside the jit's capture call: it records the
+    # environment variables it reads itself - capture/environ_reads.py)
+    with recording() as rec:
+        try:
+            interp, outcome = _run(target, session, frame, pc)
+        except BaseException:
+            session.finished = True
+            raise
+        seg = make_segment(target, pc, interp, outcome, session, frame, param_leaves)
+    seg.environ = EnvironGuard.from_recorder(rec)
+    return seg, frame
 
 
 def make_segment(target, start, interp, outcome, session, frame, param_leaves) -> Segment:
