@@ -10,7 +10,8 @@
  *    PROT_NONE range; the bytes live in a side table. Dereferencing a device pointer on the host
  *    faults, exactly as on a PCIe card. Only ACL/aclnn calls translate addresses.
  *  - Allocations: real size ALIGN_UP(size,32)+32, 64-byte aligned, filled with garbage (0xA5),
- *    a device budget (ACL_EMU_DEVICE_MEMORY bytes, default 8 GiB) and 207001 when it runs out.
+ *    a device budget (ACL_EMU_DEVICE_MEMORY bytes, default 8 GiB; less under an address-space limit,
+ *    see "sizing the device") and 207001 when it runs out.
  *  - Streams are FIFOs executed by one worker thread each. Launches only enqueue. aclrtMemcpy
  *    (synchronous) does NOT drain streams: reading results before aclrtSynchronizeStream gives
  *    stale data. ACL_EMU_LAUNCH_DELAY_US (or aclemuSetLaunchDelayUs) delays every queued task so
@@ -38,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -140,33 +142,135 @@ static int device_count(void) {
     return n;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * sizing the device: the budget, capped by the address space this process can reserve
+ *
+ * Every device byte costs the process two bytes of address space: one in the PROT_NONE range that
+ * device addresses come from, one in the host backing store that holds the bytes. A PROT_NONE,
+ * MAP_NORESERVE mapping uses no memory, but it still counts against RLIMIT_AS (`ulimit -v`), so
+ * under such a limit the 1 TiB range reserved by default cannot be mapped. There the range gets a
+ * third of the address space still free (the backing stores may take another third, the rest of
+ * the process keeps the last one) and a device is never larger than the range. An allocation
+ * beyond it is then the device's ordinary out-of-memory, whose message says how big the device is
+ * and why; a host that cannot back a device allocation, or a range that cannot be mapped at all,
+ * is reported as what it is (malloc / mmap and errno), not as device memory running out.
+ * ------------------------------------------------------------------------------------------- */
+#define DEFAULT_BUDGET ((size_t)8 << 30)
+#define MAX_RANGE ((size_t)1 << 40)
+#define MIN_RANGE ((size_t)64 << 20)
+#define RANGE_GRAIN ((size_t)2 << 20)
+
 static size_t device_budget(void) {
     const char *e = getenv("ACL_EMU_DEVICE_MEMORY");
-    return e ? (size_t)strtoull(e, NULL, 10) : ((size_t)8 << 30);
+    return e ? (size_t)strtoull(e, NULL, 10) : DEFAULT_BUDGET;
+}
+
+/* "1.5 GiB" - messages state sizes the way a reader compares them */
+static const char *fmt_bytes(char *buf, size_t n, size_t bytes) {
+    static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; u++; }
+    if (u == 0) snprintf(buf, n, "%zu B", bytes);
+    else snprintf(buf, n, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* the soft RLIMIT_AS, or 0 when there is none */
+static size_t address_space_limit(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    return (size_t)rl.rlim_cur;
+}
+
+/* address space this process has mapped now (VmSize), from /proc/self/statm; 0 when unknown */
+static size_t mapped_bytes(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    unsigned long pages = 0;
+    int ok = fscanf(f, "%lu", &pages) == 1;
+    fclose(f);
+    return ok ? (size_t)pages * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+typedef struct Alloc { uintptr_t addr; size_t size, real; unsigned char *store; int device; int live; } Alloc;
+static Alloc *g_allocs;
+static size_t g_nalloc, g_capalloc, g_ndead;
+static uintptr_t g_base, g_next, g_end;
+static char g_range_note[320];   /* why the range has its size: "" when the limit played no part */
+
+/* Reserve the device address range once (caller holds g_mem for writing). 0, or an errno after
+ * setting the thread's error message. */
+static int reserve_range(const char *func) {
+    if (g_base) return 0;
+    char a[32], b[32], c[32];
+    size_t limit = address_space_limit(), want = MAX_RANGE, headroom = 0;
+    if (limit) {
+        size_t mapped = mapped_bytes();
+        headroom = limit > mapped ? limit - mapped : 0;
+        want = headroom / 3 / RANGE_GRAIN * RANGE_GRAIN;
+        if (want > MAX_RANGE) want = MAX_RANGE;
+        if (want < MIN_RANGE) want = MIN_RANGE;     /* a small device beats none: mmap decides */
+    }
+    int err = ENOMEM;
+    for (size_t size = want; size >= MIN_RANGE; size /= 2) {
+        void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) { err = errno; continue; }
+        g_base = ((uintptr_t)p + 63) & ~(uintptr_t)63;
+        g_next = g_base;
+        g_end = (uintptr_t)p + size;
+        if (limit)
+            snprintf(g_range_note, sizeof g_range_note, "this process's address-space limit (RLIMIT_AS, ulimit -v) "
+                     "is %s with %s of it free, and the emulator reserved %s of that (a third at most) for "
+                     "device addresses (their host copies need as much again)", fmt_bytes(a, sizeof a, limit),
+                     fmt_bytes(b, sizeof b, headroom), fmt_bytes(c, sizeof c, size));
+        else if (size < MAX_RANGE)
+            snprintf(g_range_note, sizeof g_range_note, "only %s of address space could be reserved for "
+                     "device addresses (mmap refused more)", fmt_bytes(c, sizeof c, size));
+        return 0;
+    }
+    if (limit)
+        fail(ACL_ERROR_RT_FAILURE, "%s: cannot reserve the %s of address space device memory needs: "
+             "mmap failed with errno %d (%s); this process's address-space limit (RLIMIT_AS, ulimit -v) is %s "
+             "with %s of it free", func, fmt_bytes(a, sizeof a, MIN_RANGE), err, strerror(err),
+             fmt_bytes(b, sizeof b, limit), fmt_bytes(c, sizeof c, headroom));
+    else
+        fail(ACL_ERROR_RT_FAILURE, "%s: cannot reserve the %s of address space device memory needs: "
+             "mmap failed with errno %d (%s)", func, fmt_bytes(a, sizeof a, MIN_RANGE), err, strerror(err));
+    return err;
+}
+
+/* *total = the size of a device being opened: its budget, no larger than the address range.
+ * Nonzero (an errno) when the range cannot be reserved; the thread's message then says why. */
+static int size_device(const char *func, size_t *total) {
+    pthread_rwlock_wrlock(&g_mem);
+    int err = reserve_range(func);
+    size_t range = g_end - g_base;
+    pthread_rwlock_unlock(&g_mem);
+    if (err) return err;
+    size_t budget = device_budget();
+    *total = budget < range ? budget : range;
+    return 0;
+}
+
+/* Why device `d` has `total` bytes, for the out-of-memory message. */
+static void explain_size(char *buf, size_t n, int device, size_t total) {
+    char a[32], b[32];
+    size_t budget = device_budget();
+    int set = getenv("ACL_EMU_DEVICE_MEMORY") != NULL;
+    if (total < budget)
+        snprintf(buf, n, "device %d has %s, less than the %s budget %s, because %s", device,
+                 fmt_bytes(a, sizeof a, total), fmt_bytes(b, sizeof b, budget),
+                 set ? "ACL_EMU_DEVICE_MEMORY asks for" : "the emulator gives by default", g_range_note);
+    else
+        snprintf(buf, n, "device %d has %s, %s", device, fmt_bytes(a, sizeof a, total),
+                 set ? "the size ACL_EMU_DEVICE_MEMORY sets"
+                     : "the emulator's default (ACL_EMU_DEVICE_MEMORY=<bytes> changes it)");
 }
 
 /* ---------------------------------------------------------------------------------------------
  * device memory: addresses from a reserved PROT_NONE range, bytes in a side table
  * ------------------------------------------------------------------------------------------- */
-typedef struct Alloc { uintptr_t addr; size_t size, real; unsigned char *store; int device; int live; } Alloc;
-static Alloc *g_allocs;
-static size_t g_nalloc, g_capalloc, g_ndead;
-static uintptr_t g_base, g_next, g_end;
-
-static int reserve_range(void) {
-    if (g_base) return 0;
-    size_t sizes[] = {(size_t)1 << 40, (size_t)1 << 38, (size_t)1 << 36, (size_t)1 << 34};
-    for (int i = 0; i < 4; i++) {
-        void *p = mmap(NULL, sizes[i], PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p != MAP_FAILED) {
-            g_base = ((uintptr_t)p + 63) & ~(uintptr_t)63;
-            g_next = g_base;
-            g_end = (uintptr_t)p + sizes[i];
-            return 0;
-        }
-    }
-    return -1;
-}
 
 /* binary search: the live allocation containing addr (caller holds g_mem) */
 static Alloc *find_alloc(uintptr_t addr) {
@@ -198,34 +302,93 @@ static int need_device(void) {
     return 0;
 }
 
+/* Drop freed entries from the table (caller holds g_mem for writing). */
+static void compact_allocs(void) {
+    size_t j = 0;
+    for (size_t i = 0; i < g_nalloc; i++) if (g_allocs[i].live) g_allocs[j++] = g_allocs[i];
+    g_nalloc = j;
+    g_ndead = 0;
+}
+
+static size_t span_of(size_t real) { return (real + 63) & ~(size_t)63; }
+
+/* Where `span` bytes go: the next fresh address while the range lasts (so a stale pointer keeps
+ * faulting instead of landing in a newer buffer), else the first gap freed allocations left.
+ * Sets *addr and *idx (the table position that keeps it sorted); -1 when nothing fits. Caller
+ * holds g_mem for writing. */
+static int place(size_t span, uintptr_t *addr, size_t *idx) {
+    if (span <= g_end - g_next) {
+        *addr = g_next;
+        *idx = g_nalloc;
+        return 0;
+    }
+    compact_allocs();
+    uintptr_t prev_end = g_base;
+    for (size_t i = 0; i <= g_nalloc; i++) {
+        uintptr_t next = i < g_nalloc ? g_allocs[i].addr : g_end;
+        if (next - prev_end >= span) {
+            *addr = prev_end;
+            *idx = i;
+            return 0;
+        }
+        if (i < g_nalloc) prev_end = g_allocs[i].addr + span_of(g_allocs[i].real);
+    }
+    return -1;
+}
+
 static aclError do_malloc(void **devPtr, size_t size, int pad) {
     int rc = need_device();
     if (rc) return rc;
     if (!devPtr || size == 0) return fail(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: devPtr NULL or size 0");
-    size_t real = pad ? ((size + 31) / 32) * 32 + 32 : ((size + 31) / 32) * 32;
-    Device *d = &g_dev[t_ctx->device];
+    int dev = t_ctx->device;
+    Device *d = &g_dev[dev];
+    /* a size beyond the device is out of memory; not rounding it first keeps it from wrapping */
+    size_t real = size > d->total ? SIZE_MAX : pad ? ((size + 31) / 32) * 32 + 32 : ((size + 31) / 32) * 32;
+    char why[640], a[32];
     pthread_rwlock_wrlock(&g_mem);
-    if (reserve_range() || d->used + real > d->total || g_next + real + 64 > g_end) {
+    if (real > d->total - d->used) {
+        size_t used = d->used, total = d->total;
         pthread_rwlock_unlock(&g_mem);
+        explain_size(why, sizeof why, dev, total);
         return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: out of device memory on device %d "
-                    "(asked %zu bytes, %zu of %zu in use)", t_ctx->device, size, d->used, d->total);
+                    "(asked %zu bytes, %zu of %zu in use); %s", dev, size, used, total, why);
+    }
+    uintptr_t addr;
+    size_t idx;
+    if (place(span_of(real), &addr, &idx)) {
+        pthread_rwlock_unlock(&g_mem);
+        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: no free span of %zu bytes is left in the %s "
+                    "device address range: the live allocations fragment it (device %d: %zu of %zu bytes in use)",
+                    size, fmt_bytes(a, sizeof a, g_end - g_base), dev, d->used, d->total);
+    }
+    if (g_nalloc == g_capalloc) {
+        size_t cap = g_capalloc ? g_capalloc * 2 : 256;
+        Alloc *grown = realloc(g_allocs, cap * sizeof(Alloc));
+        if (!grown) {
+            int err = errno;
+            pthread_rwlock_unlock(&g_mem);
+            return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: the host is out of memory (not the device): "
+                        "growing the allocation table failed with errno %d (%s)", err, strerror(err));
+        }
+        g_allocs = grown;
+        g_capalloc = cap;
     }
     unsigned char *store = malloc(real);
     if (!store) {
+        int err = errno;
         pthread_rwlock_unlock(&g_mem);
-        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: host backing store exhausted");
+        return fail(ACL_ERROR_RT_MEMORY_ALLOCATION, "aclrtMalloc: the host is out of memory (not the device): "
+                    "malloc of the %zu-byte host copy of a device buffer failed with errno %d (%s); device %d has "
+                    "%zu of %zu bytes in use", real, err, strerror(err), dev, d->used, d->total);
     }
     memset(store, 0xA5, real);                      /* device memory is not initialised */
-    if (g_nalloc == g_capalloc) {
-        g_capalloc = g_capalloc ? g_capalloc * 2 : 256;
-        g_allocs = realloc(g_allocs, g_capalloc * sizeof(Alloc));
-    }
-    Alloc a = {g_next, size, real, store, t_ctx->device, 1};
-    g_allocs[g_nalloc++] = a;                       /* addresses only grow: the table stays sorted */
-    g_next += (real + 63) & ~(size_t)63;
+    memmove(&g_allocs[idx + 1], &g_allocs[idx], (g_nalloc - idx) * sizeof(Alloc));
+    g_allocs[idx] = (Alloc){addr, size, real, store, dev, 1};     /* the table stays sorted by address */
+    g_nalloc++;
+    if (addr == g_next) g_next += span_of(real);
     d->used += real;
     if (d->used > d->peak) d->peak = d->used;
-    *devPtr = (void *)a.addr;
+    *devPtr = (void *)addr;
     pthread_rwlock_unlock(&g_mem);
     return ACL_SUCCESS;
 }
@@ -246,12 +409,7 @@ EXPORT aclError aclrtFree(void *devPtr) {
     a->store = NULL;
     a->live = 0;
     g_dev[a->device].used -= a->real;
-    if (++g_ndead > 1024 && g_ndead * 2 > g_nalloc) {      /* compact the table */
-        size_t j = 0;
-        for (size_t i = 0; i < g_nalloc; i++) if (g_allocs[i].live) g_allocs[j++] = g_allocs[i];
-        g_nalloc = j;
-        g_ndead = 0;
-    }
+    if (++g_ndead > 1024 && g_ndead * 2 > g_nalloc) compact_allocs();
     pthread_rwlock_unlock(&g_mem);
     return ACL_SUCCESS;
 }
@@ -555,6 +713,8 @@ EXPORT aclError aclrtSetDevice(int32_t deviceId) {
     int n = device_count();
     if (deviceId < 0 || deviceId >= n)
         return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtSetDevice: device id %d out of range (%d visible devices)", deviceId, n);
+    size_t total;
+    if (size_device("aclrtSetDevice", &total)) return ACL_ERROR_RT_FAILURE;   /* the message says why */
     pthread_mutex_lock(&g_mu);
     Device *d = &g_dev[deviceId];
     int create = d->refcount++ == 0 || !d->ctx;
@@ -562,7 +722,7 @@ EXPORT aclError aclrtSetDevice(int32_t deviceId) {
         d->ctx = calloc(1, sizeof(Context));
         d->ctx->device = deviceId;
         d->ctx->is_default = 1;
-        d->total = device_budget();
+        d->total = total;
     }
     pthread_mutex_unlock(&g_mu);
     if (create && !(d->ctx->default_stream = new_stream(deviceId))) {
@@ -624,7 +784,7 @@ EXPORT aclError aclrtCreateContext(void **context, int32_t deviceId) {
     if (deviceId < 0 || deviceId >= device_count())
         return fail(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtCreateContext: device id %d out of range", deviceId);
     Device *d = &g_dev[deviceId];
-    if (!d->total) d->total = device_budget();
+    if (!d->total && size_device("aclrtCreateContext", &d->total)) return ACL_ERROR_RT_FAILURE;
     Context *c = calloc(1, sizeof *c);
     c->device = deviceId;
     if (!(c->default_stream = new_stream(deviceId))) {
