@@ -413,6 +413,14 @@ def read_state(path) -> dict:
     for key, typ in expected.items():
         if not isinstance(state.get(key), typ) or isinstance(state.get(key), bool):
             raise CheckpointError("load", state_path, f"lacks a valid '{key}' ({typ.__name__} expected)")
+    if state["step"] < 0:
+        raise CheckpointError("load", state_path, f"has a negative step ({state['step']}); save writes steps >= 0")
+    named = _CKPT_DIR.match(os.path.basename(os.path.normpath(ckpt)))
+    if named and int(named.group(1)) != state["step"]:
+        # the directory name is what checkpoints()/latest() order by: a state that disagrees would
+        # resume at another step than the one it was chosen as
+        raise CheckpointError("load", state_path, f"records step {state['step']}, but its directory is named "
+                              f"for step {int(named.group(1))}")
     _check_names(state, state_path)
     state["path"] = ckpt
     return state
@@ -641,7 +649,8 @@ class CheckpointManager:
         if restore_rng:
             try:      # try the state on a scratch generator of the same kind before touching the real one
                 type(context.rng().bit_generator)().state = rng_state
-            except (TypeError, ValueError, KeyError, AttributeError) as e:
+            except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as e:
+                # (OverflowError: an integer wider than the generator's words, raised by NumPy itself)
                 raise CheckpointError("CheckpointManager.load", ckpt, f"has an unusable rng_state: {e}") from None
         pairs = validate_all(dict(net_items + opt_items), {n: values[n] for n, _ in net_items + opt_items},
                              "CheckpointManager.load")

@@ -226,6 +226,11 @@ def decode(raw, path, crc_check: bool = False, op: str = "load_checkpoint"):
 
 
 def _verify_crc(metadata, tensors, strings, path, op):
+    if "crc_num" not in metadata and any(k.startswith("crc") for k in metadata):
+        # a file saved with crc_check=True holds both keys; one without the other is a damaged header,
+        # and reading it as "saved unchecked" would skip the very check that would catch the damage
+        raise CheckpointError(op, path, f"has crc metadata {sorted(k for k in metadata if k.startswith('crc'))} "
+                              "but no 'crc_num'; the header is damaged")
     if "crc_num" not in metadata:
         import warnings
         warnings.warn(f"For '{op}', the safetensors file '{path}' does not contain a crc code "

@@ -512,3 +512,40 @@ def test_decoded_arrays_own_their_memory_not_the_files_buffer(fmt):
         arr = got[name]
         assert arr.dtype == expected.dtype and arr.tolist() == expected.tolist(), name
         assert arr.flags.writeable and arr.flags.aligned and arr.flags.owndata, name
+
+
+# ------------------------------------------------------------------------------------------ found by the reliability report
+# Mutants that carry a *valid* checksum (re-signed), so they reach the checks behind it.
+
+@pytest.mark.parametrize("step", [-1, 7])
+def test_a_resealed_step_that_is_negative_or_not_the_directorys_is_refused(tmp_path, step):
+    mgr = _saved(tmp_path, steps=(1, 2))
+    _rewrite_state(mgr.path_for(2), lambda s: s.update(step=step), reseal=True)
+    net = FakeNet(scale=-1.0)
+    before = _values(net)
+    with pytest.raises(CheckpointError, match="negative step" if step < 0 else "named for step 2"):
+        mgr.load("latest", net)
+    _assert_unchanged(net, before)
+
+
+def test_a_resealed_rng_state_too_wide_for_the_generator_is_a_clear_error(tmp_path):
+    mgr = _saved(tmp_path)
+    _rewrite_state(mgr.path_for(1), lambda s: s["rng_state"]["state"].update(state=2**200), reseal=True)
+    net = FakeNet(scale=-1.0)
+    before, rng_before = _values(net), context.get_rng_state()
+    with pytest.raises(CheckpointError, match="unusable rng_state"):
+        mgr.load("latest", net)
+    _assert_unchanged(net, before)
+    assert context.get_rng_state() == rng_before
+
+
+def test_crc_layout_without_crc_num_is_a_damaged_header_not_an_unchecked_file(tmp_path):
+    path = str(tmp_path / "e.safetensors")
+    net = FakeNet()
+    save_checkpoint(net, path, crc_check=True, format="safetensors")
+    raw = bytearray(open(path, "rb").read())
+    at = raw.index(b'"crc_num"') + 1
+    raw[at] ^= ord("c") ^ ord("b")                      # one bit: "crc_num" -> "brc_num"
+    open(path, "wb").write(bytes(raw))
+    with pytest.raises(CheckpointError, match="no 'crc_num'; the header is damaged"):
+        load_checkpoint(path, crc_check=True, format="safetensors")
