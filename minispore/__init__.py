@@ -2,7 +2,7 @@
 
 Layers (ARCHITECTURE.md §2): common -> ops -> backend -> autograd -> graph -> jit -> nn -> train/llm -> cli.
 """
-__version__ = "0.1.0"
+from .common.version import __version__
 
 from .common import dtype
 from .common.dtype import (bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64, uint8,

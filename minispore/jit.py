@@ -13,7 +13,7 @@
     ms.set_context(mode=ms.GRAPH_MODE)        # every Cell call compiles `construct`
     net.set_jit_config(ms.JitConfig(jit_level="O0", capture_mode="trace"))
 
-What happens on a call (MindSpore 2.3+ semantics, mindspore_api.md §1):
+What happens on a call (MindSpore 2.3+ semantics; ARCHITECTURE.md §6 follows it file by file):
 
 1. While another function is being captured, a jitted function is simply inlined into it.
 2. The call's guards (graph/cache.py: tensor shapes/dtypes, Python constants, globals...) select a
@@ -27,12 +27,17 @@ What happens on a call (MindSpore 2.3+ semantics, mindspore_api.md §1):
 Extension points (one call each):
 
 * `register_capture_mode(name, fn)` - `fn(CaptureRequest) -> CaptureResult` (graph/capture).
-  "trace" is built in; "ast" and "bytecode" fall back to "trace" with a one-time warning until
-  they are registered.
+  graph/capture/registry.py registers the three built-in modes, "trace", "ast" and "bytecode";
+  re-registering a name replaces its function (ARCHITECTURE.md §7).
 * `register_jit_level(name, factory)` - `factory(graph) -> executor` with `.run(*arrays)`. The
-  built-in levels, all in `_LEVELS` below, are graph/run's O0Executor (kernel by kernel), O1Executor
-  (after operator fusion) and O2Executor (one generated function); on O0 a device backend may run
-  the graph itself (`Backend.graph_executor`).
+  built-in levels, all in one table (graph/run/levels.py, with `make_executor`), are graph/run's
+  O0Executor (kernel by kernel), O1Executor (after operator fusion) and O2Executor (one generated
+  function); on O0 a device backend may run the graph itself (`Backend.graph_executor`).
+
+What jit.py itself holds: the decorator (JitFunction, and its bound form), the compile step,
+JitConfig, and the GRAPH_MODE hook for Cells (`cell_call`). The Cell-call protocol a capture uses
+(`run_cell_python`, `cell_body`, `HostCellCall`) and the jitted-callable mark (`__minispore_jit__`,
+`capture_target()`) live in graph/capture/cells.py, so graph/ never imports this module.
 
 Graph-mode semantics that differ from PyNative (each is a test in tests/graph/test_semantics.py):
 Python side effects (print, list.append, global writes) run once, at capture; Python constants
@@ -54,17 +59,20 @@ from .common.errors import OpTypeError, OpValueError
 from .common.tensor import _wrap
 from .graph import autodiff, pytree
 from .graph.cache import CacheEntry, GlobalsGuard, GraphCache, StateGuard, call_key, state_roots
-from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, current_capture, get_capture_mode,
-                            is_capturing, register_capture_mode, registered_capture_modes, warn_user)
+from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, add_capture_listener, current_capture,
+                            get_capture_mode, is_capturing, register_capture_mode, registered_capture_modes,
+                            warn_user)
 from .graph.capture import trace as _trace
-from .graph.run import O0Executor, O1Executor, O2Executor
+from .graph.capture.bytecode import GraphBreakError                 # what fullgraph=True raises at a break
+from .graph.capture.cells import HostCellCall, cell_body, run_cell_python
+from .graph.run.levels import make_executor, register_jit_level      # the one table of jit levels
 from .graph.ir import OPAQUE, Value
 from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
-from .graph import compile_cache as _ccache                       # (memory helper) on-disk graph cache
+from .graph import compile_cache as _ccache                       # graphs stored on disk across processes
 from .graph.layer_state import forget as _forget_layer_states
 from .graph import lazy_inline as _lazy
-from .graph.lazy_inline import finish_capture as _lazy_finish     # (memory helper) lazy_inline "front"
+from .graph.lazy_inline import finish_capture as _lazy_finish     # applies @lazy_inline(policy="front")
 
 CAPTURE_MODES = ("ast", "bytecode", "trace")
 JIT_LEVELS = ("O0", "O1", "O2")
@@ -72,34 +80,13 @@ _KNOWN_OPTIONS = {"exec_order": ("bfs", "dfs"), "infer_boost": ("on", "off"),
                   "disable_format_transform": (True, False), "auto_offload": ("weight", "activation", "all"),
                   "recompile_limit": None}
 
-# -- jit levels: the one table of executors ------------------------------------------------------
-# (each executor reads the run-time settings itself: memory_optimize_level picks the arena when it
-# is built, the stream count and the Profiler are read at every run - graph/run/executor.py)
-_LEVELS = {"O0": O0Executor, "O1": O1Executor, "O2": O2Executor}
 _warned: set = set()
-
-
-def register_jit_level(name: str, factory):
-    """Make `jit(jit_level=name)` build its executor with `factory(graph)`."""
-    _LEVELS[name] = factory
 
 
 def _warn_once(key, msg):
     if key not in _warned:
         _warned.add(key)
         warn_user(msg)
-
-
-def make_executor(graph, jit_level: str):
-    """The executor of `graph` at `jit_level` (one of JIT_LEVELS, checked by `jit`)."""
-    if jit_level == "O0":
-        # a device backend may run O0 graphs itself, values staying on the device
-        from .backend.registry import current_backend
-        maker = getattr(current_backend(), "graph_executor", None)
-        device_executor = maker(graph) if maker is not None else None     # None: the core's executor
-        if device_executor is not None:
-            return device_executor
-    return _LEVELS[jit_level](graph)
 
 
 def _jit_disabled() -> bool:
@@ -177,10 +164,15 @@ class JitFunction:
         self._instance_caches = weakref.WeakKeyDictionary()
         self._id_caches: dict = {}
 
-    # `__minispore_jit__` lets graph.dump/explain reuse this function's settings
+    # `__minispore_jit__` marks a jitted callable (graph/capture/cells.py): graph.dump/explain reuse
+    # its settings, and a capture that calls it inlines `capture_target()` instead
     @property
     def __minispore_jit__(self):
         return self
+
+    def capture_target(self):
+        """`(function, leading_args)`: what a capture inlines when it calls this jitted function."""
+        return self.fn, ()
 
     def cache(self, instance=None) -> GraphCache:
         """The graph cache (for a method: of one bound instance)."""
@@ -229,6 +221,9 @@ class _BoundJit:
     @property
     def __minispore_jit__(self):
         return self
+
+    def capture_target(self):
+        return self.jf.fn, (self.obj,)
 
     @property
     def name(self):
@@ -284,7 +279,8 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     phases = {"state guard": clock() - t0}      # where compile time goes (CacheEntry.phases)
     capture, mode = get_capture_mode(jf.capture_mode)
     req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)
-    # (memory helper) compile cache: a graph stored on disk by an earlier process skips capture
+    # compile cache (set_context(enable_compile_cache=True)): a graph an earlier process stored on
+    # disk skips capture and verification
     t = clock()
     cached, ckey = _ccache.load(jf, fn, args, kwargs) if _ccache.enabled() else (None, None)
     if cached is not None:
@@ -297,7 +293,7 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
         result = capture(req)
         if not isinstance(result, CaptureResult):
             raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
-        result = _lazy_finish(result)       # (memory helper) lazy_inline policy="front"
+        result = _lazy_finish(result)       # lazy_inline policy="front": inline the shared layer CALLs now
         state.note_capture_writes()         # scalars the capture created on objects are guarded too
         t1 = clock()
         for g in result.graphs:
@@ -384,17 +380,6 @@ def _on_mode_change(key, value):
         _refresh_hook()
 
 
-def _run_cell_python(cell, args, kwargs):
-    """Cell.__call__'s own body (hooks, mixed precision, custom bprop), without graph mode."""
-    if cell.__dict__.get("_plain_call"):
-        return cell.construct(*args, **kwargs)
-    return cell._call_slow(args, kwargs)
-
-
-def _cell_body(cell, *args, **kwargs):
-    return _run_cell_python(cell, args, kwargs)
-
-
 def cell_call(cell, args, kwargs, host=False):
     """What `Cell.__call__` does when CELL_HOOK.enabled (see nn/cell.py).
 
@@ -406,25 +391,25 @@ def cell_call(cell, args, kwargs, host=False):
     session = current_capture()
     if session is not None:
         if host:
-            return session.host_call(_HostCellCall(cell), args, kwargs, type(cell).__name__)
+            return session.host_call(HostCellCall(cell), args, kwargs, type(cell).__name__)
         if hasattr(type(cell), "bprop"):
             # a user-defined backward rule: graph autodiff from outside must not differentiate its ops
             notes = getattr(session, "notes", None)
             if notes is not None:
                 notes.setdefault("custom_bprop", []).append(type(cell).__name__)
-        if "_lazy_inline" in cell.__dict__:             # (memory helper) @lazy_inline: one shared subgraph
+        if "_lazy_inline" in cell.__dict__:             # @lazy_inline: every instance calls one shared subgraph
             if _lazy.is_lazy(cell):
                 out = _lazy.call_cell(session, cell, args, kwargs)
                 if out is not NotImplemented:
                     return out
-        run_cell = getattr(session, "run_cell", None)   # (ast helper) the ast mode interprets construct itself
+        run_cell = getattr(session, "run_cell", None)   # the ast mode interprets construct itself (no Python run)
         if run_cell is not None:
             return run_cell(cell, args, kwargs)
-        return _run_cell_python(cell, args, kwargs)
+        return run_cell_python(cell, args, kwargs)
     if host or _jit_disabled() or context.get_context("mode") != context.GRAPH_MODE or hasattr(type(cell), "bprop"):
         # (a cell with its own bprop runs as Python, so PyNative's tape uses that rule; its
         # sub-cells are still compiled)
-        return _run_cell_python(cell, args, kwargs)
+        return run_cell_python(cell, args, kwargs)
     cfg = cell.__dict__.get("_jit_config")
     opts = cfg.jit_options() if cfg is not None else {"capture_mode": "ast", "jit_level": "O0", "fullgraph": False}
     jf, jf_opts = _CELL_GRAPHS.get(cell, (None, None))
@@ -448,25 +433,13 @@ def _cell_jit_function(cell, capture_mode, jit_level, fullgraph, dynamic=0, back
     """A JitFunction compiling `cell(*args)` (hooks and all), the cell being argument 0."""
     construct = type(cell).construct
     construct = getattr(construct, "fn", construct)          # a @jit-decorated construct
-    jf = JitFunction(_cell_body, capture_mode, jit_level, dynamic, fullgraph, backend, options,
+    jf = JitFunction(cell_body, capture_mode, jit_level, dynamic, fullgraph, backend, options,
                      name=f"{type(cell).__name__}.construct")
     code = getattr(construct, "__code__", None)
     if code is not None:
         jf.where = f"{code.co_filename}:{code.co_firstlineno}"
     jf._globals = GlobalsGuard(construct)
     return jf
-
-
-class _HostCellCall:
-    """The function a host call runs for a Cell: its Python call, outside graph mode."""
-
-    __slots__ = ("cell",)
-
-    def __init__(self, cell):
-        self.cell = cell
-
-    def __call__(self, *args, **kwargs):
-        return _run_cell_python(self.cell, args, kwargs)
 
 
 def set_cell_jit_config(cell, jit_config):
@@ -480,13 +453,10 @@ def _capture_hook(active: bool):
     _refresh_hook()
 
 
-from .graph.capture import add_capture_listener as _add_listener  # noqa: E402
-
-_add_listener(_capture_hook)
+add_capture_listener(_capture_hook)
 _refresh_hook()
 
 CaptureError = _trace.CaptureError
-from .graph.capture.bytecode import GraphBreakError  # noqa: E402  (what fullgraph=True raises at a break)
 
 __all__ = ["jit", "JitConfig", "JitFunction", "register_capture_mode", "register_jit_level",
            "registered_capture_modes", "CaptureRequest", "CaptureResult", "GraphBreak", "CaptureError",

@@ -7,8 +7,10 @@ Read in this order:
 * printer.py     the text form; `dump`
 * verify.py      the invariants (SSA, types re-inferred, subgraph signatures)
 * pytree.py      how call arguments and results flatten into graph inputs/outputs
-* capture/       how Python becomes a graph: `trace` (here), `ast` and `bytecode` (registered
-                 with `register_capture_mode`); the contract is in capture/__init__.py
+* capture/       how Python becomes a graph: the modes `trace`, `ast` and `bytecode`, listed in
+                 capture/registry.py (`register_capture_mode` adds more); the contract is in
+                 capture/__init__.py; how a capture meets Cells and jitted functions in
+                 capture/cells.py (graph/ never imports minispore.jit)
 * streams.py     which nodes may run at once on several streams (the scheduler)
 * run/           how a graph runs: its plan (slots, steps, frees), the one step loop, and the
                  strategies over them - heap, arena (memory/), several streams, O1 (passes/fusion

@@ -57,6 +57,7 @@ from ..common.tensor import Tensor
 from ..ops.primitive import AbstractTensor, interned_aval
 from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
+from .capture.cells import run_cell_python
 from .capture.trace import CaptureError, TraceSession, Tracer, user_source
 from .layer_state import describe, forget
 
@@ -188,7 +189,6 @@ def _reuse_key(cell, template, leaves, structure, own):
 # -- capture of the shared subgraph ---------------------------------------------------------------
 def _capture_template(cell, args_template, leaves, own):
     """Capture `cell(*args)` as a closed graph G(tensor args..., own tensors...) -> outputs."""
-    from ..jit import _run_cell_python
     from .verify import verify
 
     sub = TraceSession(f"{type(cell).__name__}_lazy", type(cell).construct)
@@ -201,7 +201,7 @@ def _capture_template(cell, args_template, leaves, own):
             t._data = tr._data
         args, kwargs = pytree.fill(args_template, arg_tracers)
         with sub.running():
-            out = _run_cell_python(cell, args, kwargs)
+            out = run_cell_python(cell, args, kwargs)
             graph, out_template = sub.finish(out)
     finally:
         for t, data, cls in swapped:

@@ -112,7 +112,7 @@ def test_a_while_loop_built_from_traced_bodies():
 
 
 def test_a_registered_mode_using_the_session_runs_through_jit(monkeypatch):
-    from minispore.graph import capture as capture_mod
+    from minispore.graph.capture import registry as capture_mod
     monkeypatch.setattr(capture_mod, "_MODES", dict(capture_mod._MODES))
 
     def toy_ast(req):

@@ -6,7 +6,8 @@ import pytest
 
 import minispore as ms
 from minispore import nn, ops
-from minispore.graph import capture as capture_mod
+from minispore.graph.capture import registry as capture_mod
+from minispore.graph.run import levels as levels_module
 from minispore.graph import CaptureResult, GraphBreak, O0Executor
 from minispore.jit import JitFunction, cell_graph_function
 
@@ -154,7 +155,7 @@ def test_register_capture_mode_is_one_call(monkeypatch):
 
 
 def test_register_jit_level_is_one_call(monkeypatch):
-    monkeypatch.setattr(jit_module, "_LEVELS", dict(jit_module._LEVELS))
+    monkeypatch.setattr(levels_module, "_LEVELS", dict(levels_module._LEVELS))
     built = []
 
     class CountingExecutor(O0Executor):

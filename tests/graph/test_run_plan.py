@@ -13,6 +13,7 @@ from minispore.common import dtype as mstype
 from minispore.graph import GraphBuilder, Value
 from minispore.graph.run import (ArenaRun, ExecutionPlan, O0Executor, O1Executor, O2Executor, StreamRun,
                                  build_plan, run_plan)
+from minispore.graph.run import levels as levels_module
 from minispore.graph.streams import blas_limit, schedule_streams
 from minispore.ops.primitive import AbstractTensor, get_primitive
 
@@ -106,7 +107,7 @@ def test_multi_stream_frees_each_slot_once_by_its_last_reader():
 
 
 def test_the_jit_levels_are_one_table_and_memory_optimize_level_picks_the_arena():
-    assert jit_module._LEVELS == {"O0": O0Executor, "O1": O1Executor, "O2": O2Executor}
+    assert levels_module._LEVELS == {"O0": O0Executor, "O1": O1Executor, "O2": O2Executor}
     g, _ = branchy()
     assert type(jit_module.make_executor(g, "O0")) is O0Executor
     assert jit_module.make_executor(g, "O0").arena is None

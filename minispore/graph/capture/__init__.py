@@ -35,6 +35,18 @@ The contract a mode must keep (the jit front door, the cache and the executors r
 
 Until a mode is registered, asking for it falls back to "trace" with a one-time warning.
 
+Where things are (each module imports only those above it in this list, never this package):
+
+* contract.py     CaptureRequest / CaptureResult / GraphBreak, the stack of active captures
+                  (`is_capturing`, `current_capture`, `capture_scope`, `add_capture_listener`)
+* user_code.py    `user_source()`, the user's file and line; `warn_user`
+* cells.py        the Cell-call protocol (`run_cell_python`, `cell_body`, `HostCellCall`) and how a
+                  jitted callable is recognised (`__minispore_jit__`, `jitted_target`)
+* environ_reads.py  environment variables read during a capture, guarded
+* trace.py, ast_mode/, bytecode/   the three built-in modes
+* registry.py     the mode table: the built-in modes are listed there explicitly;
+                  `register_capture_mode` / `get_capture_mode`
+
 Building blocks (capture/trace.py) so a mode only handles what is new to it:
 
 * `TraceSession(name, fn, fullgraph)`: `param(aval_or_tensor)` makes graph inputs (Tracers);
@@ -52,144 +64,11 @@ Building blocks (capture/trace.py) so a mode only handles what is new to it:
 """
 from __future__ import annotations
 
-import contextlib
-import warnings
-from dataclasses import dataclass, field
-
-from ...common import grad_state
-
-
-@dataclass
-class CaptureRequest:
-    fn: object
-    args: tuple
-    kwargs: dict
-    name: str
-    fullgraph: bool = False
-    jit_level: str = "O0"
-    options: dict = field(default_factory=dict)
-
-
-@dataclass
-class GraphBreak:
-    """Where and why a bytecode capture stopped: the code there runs eagerly."""
-    reason: str
-    filename: str
-    lineno: int
-
-    def __str__(self):
-        return f"{self.filename}:{self.lineno}: {self.reason}"
-
-
-@dataclass
-class CaptureResult:
-    graph: object                                   # the Graph to run (None if `runner` drives execution)
-    out_template: object = None
-    graphs: list = field(default_factory=list)      # every graph, for dump/explain
-    breaks: list = field(default_factory=list)      # GraphBreak, in order
-    runner: object = None                           # runner(args, kwargs) -> output, or None
-    guards: list = field(default_factory=list)      # extra guards: (args, kwargs) -> None | reason
-    mode: str = ""
-
-    def __post_init__(self):
-        if not self.graphs and self.graph is not None:
-            self.graphs = [self.graph]
-
-
-_MODES: dict = {}
-_warned_fallback: set = set()
-
-
-def register_capture_mode(name: str, fn):
-    """Make `jit(capture_mode=name)` use `fn(CaptureRequest) -> CaptureResult`."""
-    if not callable(fn):
-        raise TypeError(f"register_capture_mode: expected a callable for '{name}', got {type(fn).__name__}")
-    _MODES[name] = fn
-
-
-def registered_capture_modes() -> list:
-    return sorted(_MODES)
-
-
-def get_capture_mode(name: str):
-    """The capture function for `name`; an unregistered mode falls back to trace (warned once).
-
-    Whatever the mode, the function returned records the environment variables the capture reads
-    and adds a guard on them to the result (environ_reads.py): a graph never silently keeps a
-    value read from `os.environ` after it changed, in this process or (compile cache) another."""
-    fn = _MODES.get(name)
-    if fn is None:
-        if name not in _warned_fallback:
-            _warned_fallback.add(name)
-            warn_user(f"jit: capture_mode='{name}' is not available yet in this minispore build; "
-                      f"using capture_mode='trace' (Python control flow is specialised at compile time)")
-        fn, name = _MODES["trace"], "trace"
-    return _environ_recorded(fn), name
-
-
-def warn_user(message, category=RuntimeWarning):
-    """warnings.warn, attributed to the innermost frame of the user's code (not minispore's)."""
-    from .trace import user_source
-    src = user_source(2)
-    if src is None:
-        warnings.warn(message, category, stacklevel=2)
-    else:
-        warnings.warn_explicit(message, category, src[0], src[1], module=src[2])
-
-
-# -- the active capture --------------------------------------------------------------------------
-_active: list = []
-_listeners: list = []        # callables(active: bool), told when a capture starts or ends
-
-
-def add_capture_listener(fn):
-    """Call `fn(is_capturing())` whenever a capture starts or ends (jit keeps the Cell hook flag)."""
-    _listeners.append(fn)
-
-
-def is_capturing() -> bool:
-    return bool(_active)
-
-
-def current_capture():
-    """The innermost active capture session (it implements `host_call`), or None."""
-    return _active[-1] if _active else None
-
-
-@contextlib.contextmanager
-def capture_scope(session):
-    """Run a capture: mark `session` active, and hide any enclosing PyNative gradient.
-
-    An enclosing `grad` (depth > 0) must not record capture-time work on its tape; the depth is
-    set to 0 for the capture and restored after. Gradients taken *inside* the captured function
-    raise it again themselves and are recorded into the graph.
-    """
-    saved_depth, saved_needs = grad_state.depth, grad_state.needs_input_grad
-    grad_state.depth, grad_state.needs_input_grad = 0, None
-    _active.append(session)
-    for fn in _listeners:
-        fn(True)
-    try:
-        yield session
-    finally:
-        _active.pop()
-        grad_state.depth, grad_state.needs_input_grad = saved_depth, saved_needs
-        for fn in _listeners:
-            fn(bool(_active))
-
+from .contract import (CaptureRequest, CaptureResult, GraphBreak, add_capture_listener, capture_scope,
+                       current_capture, is_capturing)
+from .user_code import user_source, warn_user
+from .registry import get_capture_mode, register_capture_mode, registered_capture_modes
 
 __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mode", "get_capture_mode",
            "registered_capture_modes", "is_capturing", "current_capture", "capture_scope", "add_capture_listener",
-           "warn_user"]
-
-
-from .environ_reads import recorded as _environ_recorded  # noqa: E402
-from .trace import capture_trace as _capture_trace  # noqa: E402  (the built-in mode)
-
-register_capture_mode("trace", _capture_trace)
-from . import bytecode as _bytecode  # noqa: E402,F401  (bytecode helper) registers capture_mode="bytecode"
-
-# (ast helper) the 'ast' mode, MindSpore's default: parses the source (capture/ast_mode/)
-from .ast_mode import capture_ast as _capture_ast  # noqa: E402
-
-register_capture_mode("ast", _capture_ast)
+           "warn_user", "user_source"]

@@ -32,16 +32,15 @@ Tensors to Tracers when it meets them. Reading the numbers of a SymbolicArray ra
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 
 from ...common import grad_state
-from ...common.errors import MinisporeError, OpTypeError, _PKG_DIR
+from ...common.errors import MinisporeError, OpTypeError
 from ...common.tensor import Tensor
 from ...ops.primitive import AbstractTensor, Shaped, set_executor
 from .. import pytree
 from ..ir import HOST_CALL, OPAQUE, GraphBuilder, Slot, Value
-from . import CaptureResult, capture_scope, current_capture
+from .contract import CaptureResult, capture_scope, current_capture
+from .user_code import _is_internal, user_source  # noqa: F401  (_is_internal: the modes' and the cache's test)
 
 _HINT = ("use capture_mode='ast' (tensor if/while become graph control flow) or capture_mode='bytecode' "
          "(that code runs eagerly at a graph break), or express it with ops (ops.where, ops.select)")
@@ -55,34 +54,6 @@ _HINTS = {"trace": _HINT,
 
 class CaptureError(OpTypeError):
     """Something in a captured function needs a value that exists only when the graph runs."""
-
-
-# -- where is the user's code? ------------------------------------------------------------------
-# Frames in the framework's own layers are skipped when a node or an error is attributed to a
-# source line; code written *with* minispore (the LLaMA model in minispore/llm, training loops,
-# the user's scripts) counts as user code, so a dump of the model points at model.py's lines.
-_FRAMEWORK = tuple(os.path.join(_PKG_DIR, d) + os.sep for d in
-                   ("common", "ops", "backend", "autograd", "graph", "nn", "testing")) + \
-    (os.path.join(_PKG_DIR, "jit.py"),)
-_internal_code: dict = {}
-
-
-def _is_internal(code) -> bool:
-    r = _internal_code.get(code)
-    if r is None:
-        r = os.path.abspath(code.co_filename).startswith(_FRAMEWORK)
-        _internal_code[code] = r
-    return r
-
-
-def user_source(depth: int = 2):
-    """`(filename, lineno, function)` of the innermost frame outside minispore's framework layers."""
-    f = sys._getframe(depth)
-    while f is not None:
-        if not _is_internal(f.f_code):
-            return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name)
-        f = f.f_back
-    return None
 
 
 def _where(src):

@@ -13,8 +13,8 @@ Read in this order:
 * executor.py      O0Executor: the plan plus the choice of strategy at each run (jit_level "O0")
 * o1.py            O1Executor: O0 on the graph after operator fusion (jit_level "O1")
 * o2.py            O2Executor: the plan turned into ONE generated Python function (jit_level "O2")
-
-`minispore.jit` registers the three levels in one table (jit.py `_LEVELS`).
+* levels.py        the one table of jit levels: `make_executor(graph, level)`, `register_jit_level`
+                   (`minispore.jit` re-exports both)
 """
 from .plan import ExecutionPlan, Step, build_plan
 from .loop import conform, locate_error, run_plan, run_steps
@@ -24,7 +24,8 @@ from .profiling import profiling_sink, set_profiling_sink
 from .executor import O0Executor, arena_requested
 from .o1 import O1Executor
 from .o2 import O2Executor
+from .levels import make_executor, register_jit_level
 
 __all__ = ["ExecutionPlan", "Step", "build_plan", "run_plan", "run_steps", "conform", "locate_error", "ArenaRun",
            "StreamRun", "profiling_sink", "set_profiling_sink", "O0Executor", "arena_requested", "O1Executor",
-           "O2Executor"]
+           "O2Executor", "make_executor", "register_jit_level"]

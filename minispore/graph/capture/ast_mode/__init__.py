@@ -49,7 +49,8 @@ from ....common.errors import user_frame
 from ....ops.primitive import AbstractTensor, set_executor
 from ... import pytree
 from ...ir import CALL, IF, WHILE
-from .. import CaptureResult, capture_scope
+from ..cells import cell_body
+from ..contract import CaptureResult, capture_scope
 from ..trace import Tracer
 from .interpreter import Interpreter, MAX_UNROLL
 from .session import AstCaptureError, AstSession, where
@@ -59,7 +60,6 @@ INLINE_OPTION = "inline_control_flow"      # CaptureRequest.options key: False k
 
 def capture_ast(req) -> CaptureResult:
     """The 'ast' capture mode (see the module docstring)."""
-    from ....jit import _cell_body
     interp = Interpreter(req.name, req.fullgraph)
     session = AstSession(req.name, req.fn, req.fullgraph, interp)
     interp.session = session
@@ -71,7 +71,7 @@ def capture_ast(req) -> CaptureResult:
         with capture_scope(session):
             saved = set_executor(session.execute)
             try:
-                if req.fn is _cell_body:                   # GRAPH_MODE compiles a Cell's call
+                if req.fn is cell_body:                   # GRAPH_MODE compiles a Cell's call
                     out = interp.call_cell(args[0], args[1:], kwargs)
                 else:
                     out = interp.call(req.fn, tuple(args), kwargs)

@@ -42,6 +42,7 @@ import types
 
 from ....common.errors import MinisporeError
 from ....common.tensor import Tensor
+from ..cells import is_jitted, jitted_target, run_cell_python
 from ..trace import CaptureError, HostResult, user_source
 from . import control_flow, fallback, loop_exits
 from .expressions import BINOPS, INPLACE, SYMBOL, Expressions, rows
@@ -235,11 +236,9 @@ class Interpreter(Expressions):
             return None
         if fn is builtins.super and not args:
             return self._zero_arg_super()
-        jit_fn, bound_jit = _jit_types()
-        if t is jit_fn:                          # a jitted function called here is inlined
-            return self.call(fn.fn, args, kwargs)
-        if t is bound_jit:
-            return self.call(fn.jf.fn, (fn.obj,) + tuple(args), kwargs)
+        jitted = jitted_target(fn)
+        if jitted is not None:                   # a jitted function called here is inlined
+            return self.call(jitted[0], jitted[1] + tuple(args), kwargs)
         if t is functools.partial:
             return self.call(fn.func, tuple(fn.args) + tuple(args), {**fn.keywords, **kwargs})
         if t is HostResult:
@@ -328,16 +327,15 @@ class Interpreter(Expressions):
     def call_cell(self, cell, args, kwargs):
         """A Cell called during the capture: interpret its construct (plain calls), or run its
         Python (__call__ with hooks, mixed precision or a custom bprop)."""
-        from ....jit import JitFunction, _run_cell_python
         if cell.__dict__.get("_plain_call"):
             construct = type(cell).construct
-            if isinstance(construct, JitFunction):
-                construct = construct.fn
+            if is_jitted(construct):                             # a @jit-decorated construct
+                construct = construct.capture_target()[0]
             if type(construct) is types.FunctionType:
                 parsed = parse_function(construct.__code__)
                 if parsed is not None:
                     return self.call_parsed(construct, parsed, (cell,) + tuple(args), kwargs)
-        return _run_cell_python(cell, tuple(args), kwargs)
+        return run_cell_python(cell, tuple(args), kwargs)
 
     def _zero_arg_super(self):
         frame = self.frames[-1]
@@ -750,17 +748,6 @@ def _signature(fn):
     if sig is None:
         sig = _signatures[fn] = inspect.signature(fn, follow_wrapped=False)
     return sig
-
-
-_JIT_TYPES = None
-
-
-def _jit_types():
-    global _JIT_TYPES
-    if _JIT_TYPES is None:
-        from ....jit import JitFunction, _BoundJit
-        _JIT_TYPES = (JitFunction, _BoundJit)
-    return _JIT_TYPES
 
 
 _STMT = {getattr(ast, name[2:]): getattr(Interpreter, name) for name in dir(Interpreter) if name.startswith("s_")}

@@ -26,7 +26,7 @@ from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor, set_executor
 from ... import pytree
 from ...ir import HOST_CALL, OPAQUE, Graph, Value
-from .. import capture_scope
+from ..contract import capture_scope
 from ..trace import CaptureError, HostResult, SymbolicArray, Tracer, TraceSession, _data_error, _is_internal
 
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -78,7 +78,8 @@ from __future__ import annotations
 
 import sys
 
-from .. import CaptureResult, GraphBreak, register_capture_mode, warn_user
+from ..contract import CaptureResult, GraphBreak
+from ..user_code import warn_user
 from .breaks import BreakInfo, GraphBreakError
 from .frames import const_token
 from .instructions import SUPPORTED_VERSIONS, Return, _MISSING, version_supported
@@ -159,8 +160,6 @@ def capture_bytecode(req) -> CaptureResult:
     result.runner = runner
     return result
 
-
-register_capture_mode("bytecode", capture_bytecode)
 
 __all__ = ["capture_bytecode", "GraphBreakError", "BreakInfo", "SUPPORTED_VERSIONS", "CONTINUATION_LIMIT",
            "GlobalsReadGuard"]

@@ -28,6 +28,8 @@ from ....common.errors import user_frame
 from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor
 from ... import pytree
+from ...run.levels import make_executor
+from ..cells import cell_body, is_jitted
 from ..environ_reads import EnvironGuard, recording
 from ..trace import HostResult, TraceSession, _is_internal
 from .breaks import is_symbolic
@@ -99,11 +101,11 @@ class Target:
     def _resolve(fn, args):
         if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
             return fn.__func__, (fn.__self__,)
-        jit_module = sys.modules.get("minispore.jit")
-        if jit_module is not None and fn is getattr(jit_module, "_cell_body", None) and args:
+        if fn is cell_body and args:                             # GRAPH_MODE compiles a Cell's call
             cell = args[0]
             construct = getattr(type(cell), "construct", None)
-            construct = getattr(construct, "fn", construct)          # a @jit-decorated construct
+            if is_jitted(construct):                                 # a @jit-decorated construct
+                construct = construct.capture_target()[0]
             if cell.__dict__.get("_plain_call") and isinstance(construct, types.FunctionType):
                 return construct, ()
         if isinstance(fn, types.FunctionType):
@@ -133,7 +135,6 @@ class Segment:
         self.grad_splits: dict = {}              # graph/autodiff.py caches its splits here
         self.executor = None
         if graph is not None:
-            from ....jit import make_executor
             self.executor = make_executor(graph, target.jit_level)
 
     @property
