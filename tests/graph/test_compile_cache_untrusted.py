@@ -362,13 +362,14 @@ def test_a_directory_in_place_of_an_entry_is_corrupt_and_the_cache_keeps_working
 
 def test_an_entry_larger_than_any_entry_may_be_is_corrupt(cache_on, monkeypatch):
     from minispore.graph import compile_cache as cc
+    from minispore.graph.compile_cache import files as cc_files
 
     def f(x):
         return x - 1.0
     x = ms.Tensor(np.arange(3, dtype=np.float32))
     ms.jit(f, capture_mode="trace")(x)
     (entry,) = (cache_on / "rank_0" / "graph_cache").glob("*.json")
-    monkeypatch.setattr(cc, "MAX_ENTRY_BYTES", entry.stat().st_size - 1)     # the size is checked before reading
+    monkeypatch.setattr(cc_files, "MAX_ENTRY_BYTES", entry.stat().st_size - 1)     # the size is checked before reading
     cc.reset_stats()
     np.testing.assert_allclose(ms.jit(f, capture_mode="trace")(x).asnumpy(), np.arange(3) - 1.0)
     assert cc.stats()["corrupt"] == 1 and cc.stats()["hits"] == 0 and cc.stats()["captures"] == 1
