@@ -64,9 +64,12 @@ complete toy plugin with its own device memory and asynchronous streams.
 5. **`info() -> dict`**: what `minispore info` prints for this backend (extend the base dict with,
    e.g., `"runtime": "emulator"` or `"runtime": "CANN at /usr/local/Ascend/..."`).
 
-6. Optionally, **`graph_executor(graph)`**: the executor `jit` should run a captured graph with on
-   this backend (a device-resident kernel-by-kernel executor), or None (the default) for the
-   core's executors, which call the eager kernels node by node.
+6. Optionally, **`graph_executor(plan, jit_level)`**: the executor `jit` should run a compiled
+   graph with on this backend, at any jit level, or None (the default) for the core's executor of
+   that level, which calls the eager kernels node by node. `plan` is a `DevicePlan`
+   (`device_plan.py`): launches over buffers whose offsets, lifetimes, streams and events the core
+   has planned (at `device_alignment` bytes), so a device-resident executor only allocates, binds
+   and launches - it never reads the graph IR. A backend that does not override it costs nothing.
 
 Selection and loading live in `registry.py` (entry-point group `minispore.backends`,
 `set_context(device_target=...)`, env `MINISPORE_DEVICE_TARGET`); shadow validation against the
@@ -84,6 +87,7 @@ from collections import Counter
 import numpy as np
 
 from ..common.errors import MinisporeRuntimeError
+from .device_plan import DEVICE_ALIGNMENT
 
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -309,11 +313,15 @@ class Backend:
         self._warned.clear()
 
     # -- graphs ------------------------------------------------------------------------------------
-    def graph_executor(self, graph):
-        """An executor (an object with `.run(*arrays) -> list`) for a captured graph on this
-        backend, or None to use the core's executor for the jit level (which runs the eager
-        kernels, `prim.kernel`, node by node). A plugin overrides this with its device-resident
-        kernel-by-kernel executor (values stay on the device; `device_kernel_for` per node)."""
+    device_alignment = DEVICE_ALIGNMENT      # bytes: every offset and size of a DevicePlan for this backend
+
+    def graph_executor(self, plan, jit_level: str = "O0"):
+        """An executor (an object with `.run(*arrays) -> list`) for the graph `plan` (a DevicePlan,
+        see device_plan.py) stands for, compiled at `jit_level`, or None to use the core's executor
+        for the level (which runs the eager kernels, `prim.kernel`, node by node). A plugin
+        overrides this with its device-resident executor (binds the plan's buffers, launches
+        `device_kernel_for(launch.op)` per launch); O1 and O2 mean host code generation in the
+        core, so a device says what it does with them (run as O0, or return None)."""
         return None
 
     # -- reporting ---------------------------------------------------------------------------------

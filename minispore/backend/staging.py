@@ -84,7 +84,7 @@ def device_kernel_from_host(backend, host_kernel):
             raise MinisporeRuntimeError(f"kernel {getattr(host_kernel, '__name__', host_kernel)} returned "
                                         f"{len(results)} outputs, the node has {len(outs)}")
         for out, r in zip(outs, results):
-            arr = np.ascontiguousarray(np.asarray(r, dtype=out.dtype.np))
+            arr = np.asarray(r, dtype=out.dtype.np, order="C")   # (ascontiguousarray would make 0-d 1-d)
             if arr.shape != out.shape:
                 from ..common.errors import MinisporeRuntimeError
                 raise MinisporeRuntimeError(f"kernel {getattr(host_kernel, '__name__', host_kernel)} returned "

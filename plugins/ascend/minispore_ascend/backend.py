@@ -6,7 +6,8 @@ Memory is `AclBuffer`s from the runtime's caching pool; copies are `aclrtMemcpy`
 the host, NOT ordered after queued kernels - the staging code synchronizes first); streams and
 events are raw `aclrtStream`/`aclrtEvent` handles. Kernels are device kernels (kernels.py) that
 launch aclnn operators; the core derives the eager ones by staging through host memory. Graphs
-compiled with `jit` run on the KBK executor (kbk.py), values staying on the device.
+compiled with `jit` (at O0, and at O1/O2, which run as O0: `graph_executor`) run on the KBK
+executor (kbk.py), values staying on the device.
 
 Environment:
   MINISPORE_ASCEND_DEVICE_ID (or ASCEND_DEVICE_ID)   device to use (default 0)
@@ -18,6 +19,7 @@ Environment:
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from .acl.loader import load_libraries
 from .acl.runtime import D2D, D2H, H2D, MAX_REQUEST, AclRuntime, check_nbytes
 from .kernels import build_device_kernels
 
+_LEVEL_WARNED: set = set()          # the jit levels already announced as running like O0
 
 class AclBuffer(DeviceBuffer):
     """`nbytes` of device memory at `ptr` (an opaque device address: never dereference it).
@@ -172,10 +175,22 @@ class AscendBackend(Backend):
             self.runtime.synchronize_device()
 
     # -- graphs ------------------------------------------------------------------------------------------
-    def graph_executor(self, graph):
-        """The executor `jit` uses for `graph` on this backend: kernel by kernel on an ACL stream."""
+    def graph_executor(self, plan, jit_level: str = "O0"):
+        """The executor `jit` uses for a graph on this backend: its DevicePlan kernel by kernel on ACL
+        streams (kbk.py), at O0, O1 and O2 alike. O1's operator fusion generates host C kernels and
+        O2 one host Python function over a host arena - nothing an NPU can run - so O1 and O2 run
+        the captured graph's aclnn kernels as O0 does, and say so once per level. Other (registered)
+        levels are the core's: None."""
+        if jit_level not in ("O0", "O1", "O2"):
+            return None
+        if jit_level != "O0" and jit_level not in _LEVEL_WARNED:
+            _LEVEL_WARNED.add(jit_level)
+            what = "operator fusion generates host C kernels" if jit_level == "O1" else \
+                "it generates one host Python function over a host arena"
+            warnings.warn(f"Ascend: jit_level '{jit_level}' runs kernel by kernel on the device, as O0 ({what}, "
+                          f"which the device cannot run)", UserWarning, stacklevel=4)
         from .kbk import KBKExecutor
-        return KBKExecutor(graph, self)
+        return KBKExecutor(plan, self, jit_level)
 
     # -- reporting -----------------------------------------------------------------------------------------
     def info(self) -> dict:

@@ -1,49 +1,42 @@
-"""The kernel-by-kernel (KBK) graph executor on an ACL stream: MindSpore's O0 on Ascend.
+"""The kernel-by-kernel (KBK) graph executor on ACL streams: MindSpore's O0 on Ascend.
 
-`jit` on `device_target="Ascend"` compiles a graph (minispore/graph/ir.py) and hands it here. Like
-the CPU's O0Executor, building turns the graph into a plan of steps once; unlike it, values stay on
-the device between kernels:
+`jit` on `device_target="Ascend"` compiles a graph and hands the plugin a DevicePlan
+(`minispore.backend.device_plan`): launches over buffers whose offsets, lifetimes, stream
+assignment and events the core planned. This executor only *binds* and *launches*:
 
-* **One arena.** Every intermediate and output tensor gets a fixed byte offset inside ONE
-  `aclrtMalloc` allocation, laid out by minispore's memory planner (graph/memory: lifetimes from
-  the schedule, the best of its greedy heuristics) - tensors whose lifetimes do not overlap share
-  bytes. Views (reshape, transpose ...) are planned as buffers of their own: device kernels write
-  contiguous outputs. Offsets are aligned to 512 bytes (aclnn wants 32-byte aligned data).
-* **Inputs** (graph params, captured Parameters) are copied to the device at the start of each run
-  (into a second, input arena); constant arrays in node inputs are copied once, at build.
-* **Steps** call each primitive's device kernel (`backend.device_kernel_for`: the aclnn kernel, or
-  a counted CPU fallback that synchronizes, stages through the host and copies back) on the
-  executor's stream. Nothing synchronizes between kernels: the launch is all the host does.
-* **The end** of a run synchronizes the stream once and copies the graph outputs to the host.
-* **Several streams** (`MS_DEV_RUNTIME_CONF="multi_stream:2"` or `graph.streams.set_multi_stream(2)`,
-  read at every run, as on the CPU): independent nodes run on n ACL streams with the core
-  scheduler's assignment, an event recorded on the producer's stream and `aclrtStreamWaitEvent` on
-  the consumer's exactly where a value crosses streams, and an arena plan whose lifetimes are
-  extended so that no bytes are reused before every reader on every stream is done
-  (kbk_streams.py explains why the issue order alone is not enough). `events_recorded` /
-  `events_waited` count them.
+* **Binding** (once per stream count): one raw `aclrtMalloc` per region of the plan - the arena
+  (every intermediate and output at its planned offset; tensors whose lifetimes do not overlap
+  share bytes), the inputs (graph params and captured Parameters) and the constants (copied in
+  once) - and every buffer a DeviceTensor at its offset. The inputs and constants are the same
+  for every stream count, so only the arena is per count. Each launch gets its primitive's device
+  kernel (`backend.device_kernel_for`: the aclnn kernel, or a counted CPU fallback that
+  synchronizes, stages through the host and copies back).
+* **A run** copies the inputs in, issues every launch in the plan's order - for each, the
+  `aclrtStreamWaitEvent`s it needs, the kernel on its stream, an event recorded after it if a
+  later launch waits for it - then synchronizes every stream once and copies the outputs out.
+  Nothing synchronizes between kernels: the launch is all the host does.
+* **Several streams** (`MS_DEV_RUNTIME_CONF="multi_stream:2"` or `set_multi_stream(2)`, read at
+  every run through `plan.streams_in_use()`): `plan.for_streams(n)` is the core's plan for n
+  streams, whose arena lifetimes already account for streams running in any relative order
+  between events (see minispore/graph/run/device_plan_builder.py). `events_recorded` /
+  `events_waited` count the events.
 
-Graphs with structural nodes (If/While/Call/HostCall) run on the CPU O0Executor instead, with a
-one-time warning: their control flow needs values on the host.
+Fault injection for tests: `MINISPORE_ASCEND_UNSAFE_SKIP_WAITS=1` records the events but skips the
+waits (read at every run) - with the emulator's launch delay, a consumer then reads its input before
+the other stream wrote it, which the tests show.
 """
 from __future__ import annotations
 
-import warnings
-
-import numpy as np
+import os
 
 from minispore.backend.base import DeviceBuffer, DeviceTensor
+from minispore.backend.device_plan import ARENA, CONSTANTS, INPUTS, PlannedBuffer
 from minispore.common.errors import MinisporeRuntimeError
-from minispore.common.tensor import Tensor
-from minispore.graph import memory
-from minispore.graph.ir import OPAQUE, Value
-from minispore.graph.streams import streams_in_use
-
-ALIGN = 512
-_warned: set = set()
 
 
 class _ArenaBuffer(DeviceBuffer):
+    """One raw aclrtMalloc (not from the pool: the runtime itself checks every access to it)."""
+
     __slots__ = ("ptr",)
 
     def __init__(self, ptr, nbytes):
@@ -51,161 +44,121 @@ class _ArenaBuffer(DeviceBuffer):
         self.ptr = ptr
 
 
-def _nbytes(aval) -> int:
-    n = 1
-    for s in aval.shape:
-        n *= s
-    return n * aval.dtype.np.itemsize
+class _Bound:
+    """A DevicePlan bound to device memory: its arena, streams, events and launch steps."""
 
+    def __init__(self, ex, plan, tensors_outside_arena):
+        b = ex.backend
+        self.plan = plan
+        self.arena = _ArenaBuffer(b.runtime.malloc(plan.region_bytes[ARENA]), plan.region_bytes[ARENA])
+        tensors = dict(tensors_outside_arena)
+        for buf in plan.buffers:
+            if buf.region == ARENA:
+                tensors[buf.id] = DeviceTensor(self.arena, buf.shape, buf.dtype, buf.offset)
+        self.streams = [b.create_stream() for _ in range(plan.n_streams)]
+        self.events = {launch.index: b.create_event() for launch in plan.launches if launch.signals}
+        # (kernel, ins, outs, attrs, stream, waits, event, launch) per launch
+        self.steps = []
+        for launch in plan.launches:
+            ins = [tensors[x.id] if isinstance(x, PlannedBuffer) else x for x in launch.inputs]
+            outs = [tensors[o.id] for o in launch.outputs]
+            self.steps.append((b.device_kernel_for(launch.op), ins, outs, dict(launch.attrs),
+                               self.streams[launch.stream], [self.events[j] for j in launch.waits],
+                               self.events.get(launch.index), launch))
+        self.outputs = [tensors[o.id] if isinstance(o, PlannedBuffer) else o for o in plan.outputs]
 
-def plan_graph(graph):
-    """A MemoryPlan with every tensor node output owning its bytes, lifetimes from the schedule."""
-    last = len(graph.nodes) - 1
-    end = {}
-    for i, node in enumerate(graph.nodes):
-        for x in node.inputs:
-            if isinstance(x, Value):
-                end[x.id] = i
-    outs = {o.id for o in graph.outputs if isinstance(o, Value)}
-    bufs = []
-    for i, node in enumerate(graph.nodes):
-        for o in node.outputs:
-            if o.aval is OPAQUE:
-                continue
-            nb = _nbytes(o.aval)
-            e = last if o.id in outs else max(end.get(o.id, i), i)
-            bufs.append(memory.Buffer(o.id, nb, max(memory.align(nb, ALIGN), ALIGN), i, e))
-    return memory.plan_buffers(bufs, n_steps=len(graph.nodes))
+    def close(self, backend):
+        for s in self.streams:
+            backend.synchronize_stream(s)
+            backend.destroy_stream(s)
+        for e in self.events.values():
+            backend.destroy_event(e)
+        backend.runtime.free(self.arena.ptr)
+        self.streams, self.events = [], {}
 
 
 class KBKExecutor:
-    """Runs one graph kernel by kernel on the Ascend backend. See the module docstring."""
+    """Runs one DevicePlan kernel by kernel on the Ascend backend. See the module docstring.
 
-    def __init__(self, graph, backend, n_streams=None):
-        self.graph = graph
+    `plan`: the one-stream plan. `jit_level`: the level the graph was compiled at (O1/O2 run like
+    O0 here: AscendBackend.graph_executor says why). `n_streams`: None follows the setting at
+    every run. `plans`: {stream count: the DevicePlan bound for it}."""
+
+    def __init__(self, plan, backend, jit_level: str = "O0", n_streams=None):
+        self.plan = plan
         self.backend = backend
-        self.fallback = None
-        self.n_streams = n_streams      # None: follow set_multi_stream / MS_DEV_RUNTIME_CONF at every run
+        self.jit_level = jit_level
+        self.n_streams = n_streams
         self.events_recorded = 0        # multi-stream runs: events recorded / waited for, all runs together
         self.events_waited = 0
-        self._multi: dict = {}          # stream count (> 1) -> kbk_streams.StreamLaunch
-        if any(not n.is_primitive for n in graph.nodes):
-            from minispore.graph.run import O0Executor
-            if graph.name not in _warned:
-                _warned.add(graph.name)
-                warnings.warn(f"Ascend KBK: graph '{graph.name}' has control flow or host calls; it runs on the "
-                              f"CPU O0 executor", stacklevel=2)
-            self.fallback = O0Executor(graph)
-            return
-        self.plan = plan_graph(graph)
-        self.arena_bytes = max(self.plan.peak_bytes, ALIGN)
         rt = backend.runtime
-        self.arena = _ArenaBuffer(rt.malloc(self.arena_bytes), self.arena_bytes)    # the ONE aclrtMalloc
-        self.stream = backend.create_stream()
-        self._constants = []
-        self._build()
+        self.input_region = _ArenaBuffer(rt.malloc(plan.region_bytes[INPUTS]), plan.region_bytes[INPUTS])
+        self.constant_region = _ArenaBuffer(rt.malloc(plan.region_bytes[CONSTANTS]), plan.region_bytes[CONSTANTS])
+        regions = {INPUTS: self.input_region, CONSTANTS: self.constant_region}
+        self._fixed = {b.id: DeviceTensor(regions[b.region], b.shape, b.dtype, b.offset)
+                       for b in plan.buffers if b.region != ARENA}
+        for buf, array in plan.constants:
+            if array.nbytes:
+                backend.copy_h2d(self.constant_region, array, offset=buf.offset)
+        self._bound: dict = {1: _Bound(self, plan, self._fixed)}
 
-    # -- build ---------------------------------------------------------------------------------------------
-    def _build(self):
-        g, b = self.graph, self.backend
-        self._input_at: dict[int, DeviceTensor] = {}   # value id -> its place in the input arena
-        inputs = list(g.params) + [v for v, _ in g.captures]
-        in_offsets, off = [], 0
-        for v in inputs:
-            in_offsets.append(off)
-            off += max(memory.align(_nbytes(v.aval), ALIGN), ALIGN)
-        self.input_bytes = max(off, ALIGN)
-        self._inputs = inputs
-        self._in_offsets = in_offsets
-        self.input_arena = _ArenaBuffer(b.runtime.malloc(self.input_bytes), self.input_bytes)
-        for k, v in enumerate(inputs):
-            self._input_at[v.id] = DeviceTensor(self.input_arena, v.aval.shape, v.aval.dtype, in_offsets[k])
-        self._constant_at: dict[int, DeviceTensor] = {}  # id(constant) -> its device copy (shared by all plans)
-        self._steps, self._outputs = self._bind(self.arena, self.plan)
-
-    def _bind(self, arena, plan):
-        """The steps (kernel, inputs, outputs, attrs, node) with every node output at its planned
-        offset in `arena`, and the graph outputs' device tensors."""
-        g, b = self.graph, self.backend
-        where: dict[int, object] = dict(self._input_at)
-        steps = []
-        for node in g.nodes:
-            outs = []
-            for o in node.outputs:
-                t = DeviceTensor(arena, o.aval.shape, o.aval.dtype, plan.offsets[o.id])
-                where[o.id] = t
-                outs.append(t)
-            ins = []
-            for x in node.inputs:
-                if isinstance(x, Value):
-                    ins.append(where[x.id])
-                elif isinstance(x, (np.ndarray, Tensor)):
-                    t = self._constant_at.get(id(x))
-                    if t is None:
-                        arr = x.asnumpy() if isinstance(x, Tensor) else x
-                        t = self._constant_at[id(x)] = b.to_device(arr)
-                        self._constants.append(t)
-                    ins.append(t)
-                else:
-                    ins.append(x)
-            steps.append((b.device_kernel_for(node.op), ins, outs, dict(node.attrs), node))
-        return steps, [where[o.id] if isinstance(o, Value) else o for o in g.outputs]
-
-    # -- run ------------------------------------------------------------------------------------------------
+    # -- run ------------------------------------------------------------------------------------------
     def run(self, *arrays):
-        if self.fallback is not None:
-            return self.fallback.run(*arrays)
-        b, g = self.backend, self.graph
-        if len(arrays) != len(g.params):
-            raise MinisporeRuntimeError(f"graph '{g.name}' takes {len(g.params)} inputs, got {len(arrays)}")
-        values = list(arrays) + [t._data for _, t in g.captures]
-        for v, off, a in zip(self._inputs, self._in_offsets, values):
-            a = np.asarray(a, dtype=v.aval.dtype.np)
+        b, plan = self.backend, self.plan
+        for buf, a in zip(plan.inputs, plan.input_arrays(arrays)):
             if a.nbytes:
-                b.copy_h2d(self.input_arena, a, offset=off)
-        n = self.n_streams or streams_in_use()
-        if n > 1:
-            launch = self._multi.get(n)
-            if launch is None:
-                from .kbk_streams import StreamLaunch
-                launch = self._multi[n] = StreamLaunch(self, n)
-            launch.launch(self)
-            outputs = launch.outputs
-        else:
-            stream = self.stream
-            for step in self._steps:
-                self._launch(step, stream)
-            b.synchronize_stream(stream)
-            outputs = self._outputs
-        return [b.to_host(t) if isinstance(t, DeviceTensor) else t for t in outputs]
+                b.copy_h2d(self.input_region, a, offset=buf.offset)
+        bound = self.bound(self.n_streams or plan.streams_in_use())
+        skip_waits = bound.plan.n_streams > 1 and os.environ.get("MINISPORE_ASCEND_UNSAFE_SKIP_WAITS", "0") == "1"
+        for kernel, ins, outs, attrs, stream, waits, event, launch in bound.steps:
+            if waits and not skip_waits:
+                for e in waits:
+                    b.stream_wait_event(stream, e)
+                self.events_waited += len(waits)
+            try:
+                kernel(ins, outs, attrs, stream)
+            except Exception as e:
+                raise MinisporeRuntimeError(f"Ascend KBK: node '{launch.primitive}' ({launch.where}) of graph "
+                                            f"'{plan.name}' failed: {e}") from e
+            if event is not None:
+                b.record_event(event, stream)
+                self.events_recorded += 1
+        for s in bound.streams:
+            b.synchronize_stream(s)
+        return [b.to_host(t) if isinstance(t, DeviceTensor) else t for t in bound.outputs]
 
-    @staticmethod
-    def _launch(step, stream):
-        kernel, ins, outs, attrs, node = step
-        try:
-            kernel(ins, outs, attrs, stream)
-        except Exception as e:
-            raise MinisporeRuntimeError(f"Ascend KBK: node '{node.op.name}' ({node.where()}) failed: {e}") from e
+    def bound(self, n_streams: int) -> _Bound:
+        """The plan for `n_streams` streams, bound (its arena allocated) the first time it is asked for."""
+        got = self._bound.get(n_streams)
+        if got is None:
+            got = self._bound[n_streams] = _Bound(self, self.plan.for_streams(n_streams), self._fixed)
+        return got
+
+    @property
+    def plans(self) -> dict:
+        """{stream count: its DevicePlan}, for every count this executor has run with."""
+        return {n: bound.plan for n, bound in self._bound.items()}
+
+    @property
+    def arena_bytes(self) -> int:
+        """The one-stream arena: what the plan says, allocated with one aclrtMalloc."""
+        return self._bound[1].arena.nbytes
 
     @property
     def launches_per_run(self) -> int:
-        return len(self._steps) if self.fallback is None else 0
+        return len(self.plan.launches)
 
     def close(self):
-        """Give the arenas and the stream back (also done when the executor is collected)."""
-        if self.fallback is not None or self.arena is None:
+        """Give the regions, the streams and the events back (also done when the executor is collected)."""
+        if self.input_region is None:
             return
         b = self.backend
-        for launch in self._multi.values():
-            launch.close(b)
-        self._multi = {}
-        b.synchronize_stream(self.stream)
-        b.destroy_stream(self.stream)
-        b.runtime.free(self.arena.ptr)
-        b.runtime.free(self.input_arena.ptr)
-        for t in self._constants:
-            b.free(t.buffer)
-        self.arena = None
+        for bound in self._bound.values():
+            bound.close(b)
+        self._bound = {}
+        b.runtime.free(self.input_region.ptr)
+        b.runtime.free(self.constant_region.ptr)
+        self.input_region = None
 
     def __del__(self):
         try:

@@ -6,6 +6,9 @@ from the primitive's own inference; the kernel only enqueues work on `stream`. T
 (PyNative) kernels are derived from these by the core (staging: copy in, launch, synchronize,
 copy out), and the KBK graph executor calls them directly on buffers inside its arena.
 
+`flash_attention_score` and its backward are aclnnFlashAttentionScore(Grad) (attention.py); the
+calls aclnn cannot make (float64, dropout, pse, ...) fall back one by one, counted.
+
 Views (reshape, expand_dims, squeeze, flatten) are a device-to-device copy of the same bytes into
 the output buffer (an aclrtMemcpyAsync on the stream), so they need no fallback either.
 """
@@ -17,6 +20,7 @@ from minispore.backend.base import DeviceTensor
 from minispore.common import dtype as mstype
 
 from .aclnn import AclnnCall, acl_dtype
+from .attention import k_flash_attention_score, k_flash_attention_score_grad
 
 
 def _scalar_tensor(b, value, dt, stream):
@@ -161,6 +165,9 @@ TABLE = {
     "expand_dims": ("aclrtMemcpyAsync", k_same_bytes),
     "squeeze": ("aclrtMemcpyAsync", k_same_bytes),
     "flatten": ("aclrtMemcpyAsync", k_same_bytes),
+    # fused attention (attention.py): what aclnn cannot do falls back per call, counted
+    "flash_attention_score": ("aclnnFlashAttentionScore", k_flash_attention_score),
+    "flash_attention_score_grad": ("aclnnFlashAttentionScoreGrad", k_flash_attention_score_grad),
 }
 
 

@@ -1,9 +1,9 @@
 """Graph mode O0 on the device (the KBK executor) equals PyNative on the device, on one ACL stream
-and on several (events where values cross streams; an arena plan safe across streams)."""
+and on several (events where values cross streams). The plans themselves - the arena layout safe
+across streams included - are the core's: test_device_plan.py."""
 import numpy as np
 
 import minispore as ms
-from minispore.graph.ir import Value
 from minispore import ops
 from minispore_ascend.kbk import KBKExecutor
 
@@ -47,11 +47,14 @@ def test_kbk_arena_is_one_allocation_laid_out_by_the_plan(ascend):
         ms.set_context(device_target="CPU")
     c = np.exp(x) ** 2 + 1
     np.testing.assert_allclose(out, c @ c, rtol=1e-5)
-    entries = [e for e in _entries(jf)]
-    ex = entries[0].executor
+    (entry,) = _entries(jf)
+    ex = entry.executor
     assert isinstance(ex, KBKExecutor)
-    memory_check = ex.plan
-    assert ex.arena_bytes == max(memory_check.peak_bytes, 512) < memory_check.no_reuse_bytes
+    plan = ex.plan                                   # the core's DevicePlan: the executor only binds it
+    arena = [b for b in plan.buffers if b.region == "arena"]
+    assert len(arena) == 4 and ex.launches_per_run == 4
+    assert ex.arena_bytes == plan.arena_bytes == max(max(b.offset + b.size for b in arena), 512)
+    assert plan.arena_bytes < plan.no_reuse_bytes    # exp(x)'s bytes are reused after mul read it
 
 
 def _entries(jf):
@@ -109,12 +112,12 @@ def test_kbk_on_two_streams_equals_one_stream_and_pynative(on_ascend, slow_launc
     with multi_stream(2):
         two = jf(*args).asnumpy()
     ex = _executor(jf)
-    launch = ex._multi[2]
-    sched = launch.schedule
-    add = len(sched.stream_of) - 1
-    assert sched.stream_of[0] != sched.stream_of[1]              # the two chains run on different streams
-    assert sched.waits[add] == [add - 1]                         # the add waits for the end of chain b, once
-    assert ex.events_recorded == ex.events_waited == sched.num_events == 1
+    plan = ex.plans[2]
+    by_node = {launch.node: launch for launch in plan.launches}
+    add = len(plan.launches) - 1
+    assert by_node[0].stream != by_node[1].stream                # the two chains run on different streams
+    assert [plan.launches[j].node for j in by_node[add].waits] == [add - 1]   # the add waits for chain b, once
+    assert ex.events_recorded == ex.events_waited == plan.num_events == 1
     np.testing.assert_array_equal(two, one)
     np.testing.assert_allclose(two, eager, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(two, _branch_oracle(args), rtol=1e-4, atol=1e-5)
@@ -168,103 +171,7 @@ def test_kbk_streams_follow_ms_dev_runtime_conf(on_ascend, monkeypatch):
             np.testing.assert_array_equal(g, o)
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
     ex = _executor(jf)
-    assert set(ex._multi) == {2, 3}
-    assert all(len(set(ex._multi[n].schedule.stream_of)) > 1 for n in (2, 3))
-    assert ex.events_recorded == sum(len({j for w in ex._multi[n].schedule.waits for j in w}) for n in (2, 3))
-    assert ex.events_waited == sum(ex._multi[n].schedule.num_events for n in (2, 3))
-
-
-def _device_order(sched):
-    """The oracle for 'finished before' on the device, independent of kbk_streams: a path in the
-    graph of stream-order edges (consecutive nodes of one queue) and event edges (awaited -> waiter)."""
-    n = len(sched.stream_of)
-    succ = [set() for _ in range(n)]
-    for q in sched.queues:
-        for a, b in zip(q, q[1:]):
-            succ[a].add(b)
-    for i, ws in enumerate(sched.waits):
-        for j in ws:
-            succ[j].add(i)
-    after = []
-    for a in range(n):
-        seen, todo = set(), list(succ[a])
-        while todo:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(succ[x])
-        after.append(seen)
-    return after
-
-
-def test_multi_stream_arena_reuses_bytes_only_after_every_reader_on_every_stream(on_ascend):
-    """For every two tensors that share arena bytes, the later one's producer is ordered ON THE
-    DEVICE (stream order + events) after the earlier one's producer and all its readers. The plan
-    made from the issue order alone (the scheduler's hold_until) breaks this for this graph: a
-    kernel issued later on another stream may run earlier."""
-    from minispore.graph.streams import schedule_streams
-    from minispore_ascend.kbk import ALIGN, _nbytes
-    from minispore_ascend.kbk_streams import plan_for_streams
-    r = np.random.default_rng(4)
-    args = [ms.Tensor(r.standard_normal(s).astype(np.float32)) for s in ((64, 256), (256, 256), (256, 256), (256, 256))]
-    jf = ms.jit(fan, capture_mode="trace")
-    jf(*args)
-    graph = _executor(jf).graph
-    for n in (2, 3):
-        sched = schedule_streams(graph, n)
-        after = _device_order(sched)
-        touch, producer = {}, {}
-        for i, node in enumerate(graph.nodes):
-            for o in node.outputs:
-                producer[o.id] = i
-                touch.setdefault(o.id, {i})
-            for x in node.inputs:
-                if isinstance(x, Value) and x.kind == "node":
-                    touch[x.id].add(i)
-
-        def unsafe_pairs(plan):
-            bad = []
-            ids = list(plan.offsets)
-            for p in ids:
-                for q in ids:
-                    if p == q:
-                        continue
-                    lo = max(plan.offsets[p], plan.offsets[q])
-                    hi = min(plan.offsets[p] + plan.sizes[p], plan.offsets[q] + plan.sizes[q])
-                    if lo >= hi:
-                        continue                         # no shared bytes
-                    first, second = (p, q) if plan.buffer(p).start < plan.buffer(q).start else (q, p)
-                    if not all(producer[second] in after[a] for a in touch[first]):
-                        bad.append((first, second))
-            return bad
-
-        plan = plan_for_streams(graph, sched, _nbytes, ALIGN)
-        assert unsafe_pairs(plan) == []
-        assert plan.peak_bytes < plan.no_reuse_bytes             # it still reuses memory
-        if n == 2:
-            order, hold = sched.memory_constraints()
-            naive = memory_plan_from_issue_order(graph, order, hold)
-            assert unsafe_pairs(naive) != []
-
-
-def memory_plan_from_issue_order(graph, order, hold):
-    """What the CPU's constraints alone give: lifetimes over the issue order, extended by hold_until."""
-    from minispore.graph import memory
-    from minispore.graph.ir import OPAQUE
-    from minispore_ascend.kbk import ALIGN, _nbytes
-    pos = {i: k for k, i in enumerate(order)}
-    end = {}
-    for i, node in enumerate(graph.nodes):
-        for x in node.inputs:
-            if isinstance(x, Value):
-                end[x.id] = max(end.get(x.id, 0), pos[i])
-    outs = {o.id for o in graph.outputs if isinstance(o, Value)}
-    bufs = []
-    for i, node in enumerate(graph.nodes):
-        for o in node.outputs:
-            if o.aval is OPAQUE:
-                continue
-            nb = _nbytes(o.aval)
-            e = len(order) - 1 if o.id in outs else max(end.get(o.id, pos[i]), hold.get(o.id, 0), pos[i])
-            bufs.append(memory.Buffer(o.id, nb, max(memory.align(nb, ALIGN), ALIGN), pos[i], e))
-    return memory.plan_buffers(bufs, n_steps=len(order))
+    assert set(ex.plans) == {1, 2, 3}
+    assert all(len({launch.stream for launch in ex.plans[n].launches}) > 1 for n in (2, 3))
+    assert ex.events_recorded == sum(sum(launch.signals for launch in ex.plans[n].launches) for n in (2, 3))
+    assert ex.events_waited == sum(ex.plans[n].num_events for n in (2, 3))
