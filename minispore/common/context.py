@@ -22,11 +22,11 @@ _DEFAULTS = {
     "jit_level": "O0",
     "save_graphs": False,
     "deterministic": "OFF",
-    # (memory helper) "O0": buffers freed after their last use (performance first); "O1": SOMAS,
+    # "O0": buffers freed after their last use (performance first); "O1": SOMAS,
     # every intermediate of a compiled graph at a planned offset in one arena (memory first)
     "memory_optimize_level": "O0",
-    # (memory helper) compiled graphs stored on disk and reused by later processes
-    # (graph/compile_cache.py); env MS_COMPILER_CACHE_ENABLE=1 / MS_COMPILER_CACHE_PATH, lower priority
+    # compiled graphs stored on disk and reused by later processes
+    # (graph/compile_cache/); env MS_COMPILER_CACHE_ENABLE=1 / MS_COMPILER_CACHE_PATH, lower priority
     "enable_compile_cache": False,
     "compile_cache_path": "",
 }
@@ -43,11 +43,11 @@ def set_context(**kwargs):
             raise OpValueError("set_context", "mode GRAPH_MODE (0) or PYNATIVE_MODE (1)", repr(value))
         if key == "device_target" and not isinstance(value, str):
             raise OpValueError("set_context", "device_target as a string such as 'CPU'", repr(value))
-        if key == "memory_optimize_level" and value not in ("O0", "O1"):            # (memory helper)
+        if key == "memory_optimize_level" and value not in ("O0", "O1"):
             raise OpValueError("set_context", "memory_optimize_level 'O0' or 'O1'", repr(value))
-        if key == "enable_compile_cache" and not isinstance(value, bool):           # (memory helper)
+        if key == "enable_compile_cache" and not isinstance(value, bool):
             raise OpValueError("set_context", "enable_compile_cache as a bool", repr(value))
-        if key == "compile_cache_path" and not isinstance(value, (str, os.PathLike)):  # (memory helper)
+        if key == "compile_cache_path" and not isinstance(value, (str, os.PathLike)):
             raise OpValueError("set_context", "compile_cache_path as a path string", repr(value))
     old = dict(_context)
     _context.update(kwargs)

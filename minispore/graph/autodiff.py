@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ..common import grad_state
 from ..common.tensor import Tensor, _wrap
-from .executor import O0Executor
+from .run import O0Executor
 from .interpret import interpret
 from .ir import IF, OPAQUE, WHILE, Graph, Node, Value
 

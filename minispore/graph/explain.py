@@ -1,8 +1,8 @@
 """`dump(fn, *args)` and `explain(fn, *args)`: look at what graph mode makes of a function.
 
 Both capture `fn` for these arguments exactly as `jit` would (a jitted function keeps its own
-capture mode and cache; a plain function uses jit's default, capture_mode="ast", which falls back
-to "trace" until the ast mode is registered) without running the graph.
+capture mode and cache; a plain function uses jit's default, capture_mode="ast") without running
+the graph.
 
 * `dump` returns the IR text of every graph (printer.py), a `str` that also displays well in a
   notebook.

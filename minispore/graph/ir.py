@@ -22,7 +22,7 @@ A `Graph` is a straight list of `Node`s in topological (= execution) order:
   ops keep their subgraphs in `attrs`; subgraphs are *closed*: they use only their own params and
   captures, never a Value of the enclosing graph (pass it in as an operand instead).
 
-Structural ops (execution in executor.py, checks in verify.py):
+Structural ops (run by run/loop.py and run/o2.py, checked by verify.py):
 
 * `IF`       inputs `(cond, *operands)`; attrs `then_graph`, `else_graph`: both take the operands
              and return values of the node's output avals. `cond` is a one-element tensor (its
@@ -191,7 +191,8 @@ class Graph:
 
     def all_graphs(self):
         """This graph and every subgraph below it, depth first (for dumps and passes). A subgraph
-        called from several nodes (a lazy_inline layer) is listed once. (memory helper: dedupe)"""
+        called from several nodes (a lazy_inline layer) is listed once, so a dump or a pass does not
+        repeat it for every layer."""
         out, stack, seen = [], [self], set()
         while stack:
             g = stack.pop()

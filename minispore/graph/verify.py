@@ -121,7 +121,7 @@ def _check_structural(graph, node):
     else:
         _fail(graph, node, f"unknown op {op!r}")
     for sub in node.subgraphs():
-        if id(sub) not in _verified:         # (memory helper) a subgraph called N times is checked once
+        if id(sub) not in _verified:         # a subgraph called N times (a lazy_inline layer) is checked once
             verify(sub)
 
 
@@ -174,7 +174,7 @@ def _check_template(graph, node, template, n_inputs):
         _fail(graph, node, f"HostCall template uses slots {sorted(seen)} for {n_inputs} inputs")
 
 
-_verified: set = set()      # (memory helper) ids of the subgraphs checked during the current top-level verify
+_verified: set = set()      # ids of the subgraphs checked during the current top-level verify (shared ones once)
 
 
 def verify(graph: Graph) -> None:

@@ -6,6 +6,12 @@ HuggingFace-format weights.
     model = Llama(get_preset("shakespeare-char").model)
     model = LlamaForCausalLM.from_pretrained("path/to/hf_folder")     # the same class
     out = model.generate(input_ids, max_new_tokens=32)
+
+Read in this order: config.py (configs and presets), rope.py, attention.py (the swappable attention
+core), model.py, kv_cache.py and block_manager.py (contiguous and paged caches), sampling.py,
+generate.py, hf.py (HuggingFace folders), memory_estimate.py (bytes from a config), trainer.py (the
+training loop), and the CLI commands: cli_commands.py (`minispore train` / `generate`) and
+dryrun_command.py (`minispore dryrun`).
 """
 from .config import LlamaConfig, Preset, PRESETS, get_preset
 from .rope import apply_rotary_emb, rope_tables, rotate_half

@@ -1,7 +1,8 @@
 """minispore.nn — MindSpore's `nn`: Cell, containers, layers, losses, optimizers, training wrappers.
 
 Read in this order: cell.py (registration, naming, calling), container.py, layers/, loss.py,
-optim/ (optimizer.py first), wrap.py, clip.py.
+optim/ (optimizer.py first), wrap.py (loss and one-step training cells), wrap_loss_scale.py (the
+same with loss scaling), clip.py.
 """
 from .cell import Cell
 from .container import CellDict, CellList, SequentialCell

@@ -7,7 +7,7 @@
   (`-march=native` code must not run on another CPU), the Python ABI tag and cffi's version. The
   compiler's own version is not in the key: a kernel built by an older gcc is still correct.
 * **Cache**: `$MINISPORE_CACHE_DIR/kernels`; else, while the compile cache is on
-  (`set_context(enable_compile_cache=True, compile_cache_path=...)`, graph/compile_cache.py), its
+  (`set_context(enable_compile_cache=True, compile_cache_path=...)`, graph/compile_cache/), its
   `rank_<RANK_ID>/kernel_meta` folder (MindSpore's layout); else `$XDG_CACHE_HOME/minispore/kernels`
   or `~/.cache/minispore/kernels`. Each entry is `<name><EXT_SUFFIX>` (the module), `<name>.c` (its
   source, for readers) and `<name>.json` (the key and the sha256 of the module file). A hit loads
@@ -113,7 +113,7 @@ def cache_dir() -> str:
 
 def _compile_cache_dir():
     """`<compile_cache_path>/rank_<RANK_ID>/kernel_meta` (MindSpore's layout) while the compile cache
-    (graph/compile_cache.py: `set_context(enable_compile_cache=True)`) is on, else None."""
+    (graph/compile_cache/: `set_context(enable_compile_cache=True)`) is on, else None."""
     try:
         from .. import compile_cache
         if compile_cache.enabled():

@@ -19,7 +19,7 @@ gradient's memory is released right after it. Its kernel is a real NumPy AdamW (
 mint.optim.AdamW), so a small train-step graph can also be *run* - which is how the tests check
 that the predicted memory is the measured one.
 
-Optimizer state convention (DryRun must state one, see reference parallel_memory.md §3): the two
+Optimizer state convention (a memory estimate is only comparable if it states one): the two
 moments have the weight's shape and dtype (as MindSpore's optimizers keep them), so a float32
 model costs 4 (weights) + 4 (gradients) + 8 (moments) = 16 bytes per parameter, plus activations.
 """

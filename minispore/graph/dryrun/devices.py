@@ -244,7 +244,7 @@ def _measure_dispatch_overhead(n_nodes=200) -> float:
     """Seconds per node of the O0 executor on one-element adds: its per-kernel overhead."""
     from ...common import dtype as mstype
     from ...ops.primitive import AbstractTensor, get_primitive
-    from ..executor import O0Executor
+    from ..run import O0Executor
     from ..ir import GraphBuilder
     add = get_primitive("add")
     b = GraphBuilder("overhead")
