@@ -15,7 +15,15 @@ Read in this order:
 * run/           how a graph runs: its plan (slots, steps, frees), the one step loop, and the
                  strategies over them - heap, arena (memory/), several streams, O1 (passes/fusion
                  first), O2 (one generated function); run/__init__.py has the reading order
-* cache.py       guards and the compiled-graph cache
+* guards/        what a graph may depend on, written once (guards/rule.py), the one walk of a
+                 Cell tree, StateGuard, and the stable rendering used for on-disk keys
+* cache.py       the in-memory compiled-graph cache over those guards (recompile reasons, limit)
+* layer_state.py, lazy_inline.py   one shared subgraph per repeated layer (@lazy_inline)
+* compile_cache/ graphs stored on disk for a later process: key.py, serialize.py, files.py
+* passes/        graph-to-graph rewrites (control-flow inlining, fusion for O1)
+* codegen/       C code for fused groups and O2's generated function
+* memory/        lifetimes, the SOMAS-style planner, rematerialisation
+* dryrun/        compile without running: predicted memory, communication and time
 * interpret.py   evaluate a graph through the current executor
 * autodiff.py    a compiled graph as one node of a PyNative tape (forward/backward split)
 * explain.py     `dump(fn, *args)` and `explain(fn, *args)`

@@ -59,11 +59,11 @@ from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
 from .capture.cells import run_cell_python
 from .capture.trace import CaptureError, TraceSession, Tracer, user_source
+from .guards.rule import SCALARS as _SCALARS      # the one definition of a plain constant
 from .layer_state import describe, forget
 
 logger = logging.getLogger("minispore.jit")
 
-_SCALARS = (bool, int, float, str, type(None))
 _POLICIES = (None, "front")
 
 
