@@ -48,8 +48,9 @@ def _sequence_array(data, dtype):
     """A (nested) list/tuple of Python numbers or Tensors, with MindSpore's default dtypes."""
     try:
         arr = np.asarray([x.asnumpy() if isinstance(x, Tensor) else x for x in data])
-    except ValueError as e:
-        raise OpValueError("Tensor", "a rectangular nested list of numbers", f"ragged data ({e})") from None
+    except ValueError:
+        raise OpValueError("Tensor", "a rectangular nested list of numbers (every row of one length)",
+                           f"ragged data {str(data)[:60]}") from None
     except OverflowError:
         arr = np.asarray(data, dtype=object)
     if arr.dtype == object:
@@ -81,6 +82,20 @@ def _shape_arg(shape) -> tuple:
         raise OpValueError("Tensor", "'shape' with non-negative sizes (minispore has no dynamic "
                            "shapes, so -1 is not a placeholder here)", repr(shape))
     return shape
+
+
+def _check_size(shape, dtype):
+    """`Tensor(shape=...)` allocates: refuse a shape beyond the memory limit before NumPy tries."""
+    from .memory_limit import MemoryLimitError, check_fits
+    nbytes = 1
+    for s in shape:
+        nbytes *= s
+    nbytes *= mstype.as_dtype(dtype or mstype.float32).itemsize
+    if nbytes > 1 << 26:
+        what = f"For 'Tensor', a tensor of shape {tuple(shape)}"
+        if nbytes >= 1 << 62:
+            raise MemoryLimitError(what, nbytes, 1 << 62, "bytes any array can address")
+        check_fits(nbytes, what)
 
 
 def _to_array(data, dtype, copy=True):
@@ -137,7 +152,12 @@ class Tensor:
         if shape is not None:
             shape = _shape_arg(shape)
         if input_data is None:
+            if shape is not None:
+                _check_size(shape, dtype)
             if init is not None:
+                if not hasattr(init, "generate"):
+                    raise OpTypeError("Tensor", "'init' as an initializer (minispore.common.initializer, "
+                                      "e.g. One(), Normal())", f"{type(init).__name__} {init!r}"[:80])
                 # lazy initializer object from minispore.common.initializer
                 arr = init.generate(tuple(shape), mstype.as_dtype(dtype or mstype.float32))
             elif shape is not None:
@@ -226,7 +246,16 @@ class Tensor:
         return self._data.tolist()
 
     def __array__(self, dtype=None, copy=None):
-        return self._data if dtype is None else self._data.astype(dtype)
+        if dtype is None:
+            return self._data
+        if isinstance(dtype, mstype.DType):
+            return self._data.astype(dtype.np)
+        try:
+            dtype = np.dtype(dtype)
+        except (TypeError, ValueError):
+            raise OpTypeError("Tensor.__array__", "'dtype' as a NumPy or minispore dtype",
+                              f"{type(dtype).__name__} {dtype!r}"[:80]) from None
+        return self._data.astype(dtype)
 
     def __len__(self):
         if self._data.ndim == 0:
@@ -247,7 +276,10 @@ class Tensor:
         return float(self.item())
 
     def __int__(self):
-        return int(self.item())
+        v = self.item()
+        if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+            raise OpValueError("Tensor.__int__", "a finite value (NaN and inf have no integer value)", repr(v))
+        return int(v)
 
     def __index__(self):
         if self.dtype.kind not in ("int", "uint") or self._data.size != 1:

@@ -15,6 +15,7 @@ import numbers
 from ..common import dtype as mstype
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
+from ..ops import _check as _C
 from ..ops import functional as F
 
 _INT64 = mstype.int64
@@ -34,10 +35,17 @@ def _size(op, size):
 
 
 def _dim_attr(dim):
-    """None / int / list / tuple -> the reduction attribute (() = every dim)."""
+    """None / int / list / tuple (NumPy integers, a 1-d integer ndarray) -> the reduction attribute
+    (() = every dim)."""
     if dim is None:
         return ()
-    return tuple(dim) if isinstance(dim, list) else dim
+    return _C.plain_ints(dim)
+
+
+def _dim_or_none(dim):
+    """As `_dim_attr`, with None for every dim (what amax/amin take)."""
+    d = _dim_attr(dim)
+    return None if type(d) is tuple and not d else d
 
 
 def _then_cast(out, dtype):
@@ -46,20 +54,27 @@ def _then_cast(out, dtype):
 
 # ------------------------------------------------------------------------------------------------
 # arithmetic
-def _scaled(other, alpha):
+def _scaled(op, other, alpha):
+    """alpha * other, for add/sub's `alpha` (a real number; 1 leaves `other` as it is)."""
+    if not isinstance(alpha, numbers.Real):
+        raise OpTypeError(op, "'alpha' to be a real number", f"{type(alpha).__name__} {alpha!r}"[:80])
     if alpha == 1:
         return other
-    return F.mul(other, alpha) if isinstance(other, Tensor) else other * alpha
+    if isinstance(other, Tensor):
+        return F.mul(other, alpha)
+    if not isinstance(other, numbers.Real):
+        raise OpTypeError(op, "'other' to be a Tensor or a real number", f"{type(other).__name__} {other!r}"[:80])
+    return other * alpha
 
 
 def add(input, other, *, alpha=1):
     """`mint.add(input, other, *, alpha=1)`: input + alpha * other."""
-    return F.add(input, _scaled(other, alpha))
+    return F.add(input, _scaled("add", other, alpha))
 
 
 def sub(input, other, *, alpha=1):
     """`mint.sub(input, other, *, alpha=1)`: input - alpha * other."""
-    return F.sub(input, _scaled(other, alpha))
+    return F.sub(input, _scaled("sub", other, alpha))
 
 
 def mul(input, other):
@@ -68,6 +83,8 @@ def mul(input, other):
 
 def div(input, other, *, rounding_mode=None):
     """`mint.div(input, other, *, rounding_mode=None)`: true division, or rounded 'floor' / 'trunc'."""
+    if rounding_mode is not None and not isinstance(rounding_mode, str):
+        raise OpTypeError("div", "rounding_mode None, 'floor' or 'trunc'", f"{type(rounding_mode).__name__}")
     if rounding_mode is None:
         return F.div(input, other)
     if rounding_mode == "floor":
@@ -167,11 +184,11 @@ def min(input, dim=None, keepdim=False, *, other=None):
 
 
 def amax(input, dim=(), keepdim=False):
-    return F.amax(input, _dim_attr(dim) or None, keepdim)
+    return F.amax(input, _dim_or_none(dim), keepdim)
 
 
 def amin(input, dim=(), keepdim=False):
-    return F.amin(input, _dim_attr(dim) or None, keepdim)
+    return F.amin(input, _dim_or_none(dim), keepdim)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -221,8 +238,10 @@ def cumprod(input, dim, dtype=None):
 
 
 def norm(input, p="fro", dim=None, keepdim=False, *, dtype=None):
-    ord = 2 if p == "fro" and (dim is None or _is_int(dim)) else p
-    return F.vector_norm(input, ord, dim, keepdim, dtype=dtype) if ord != "fro" else F.norm(input, "fro", dim, keepdim)
+    fro = isinstance(p, str) and p == "fro"
+    if fro and (dim is None or _is_int(dim)):
+        return F.vector_norm(input, 2, dim, keepdim, dtype=dtype)
+    return F.norm(input, "fro", dim, keepdim) if fro else F.vector_norm(input, p, dim, keepdim, dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -361,11 +380,11 @@ def softmax(input, dim, *, dtype=None):
 # ------------------------------------------------------------------------------------------------
 # creation
 def zeros(*size, dtype=None):
-    return F.zeros(_size("zeros", size), dtype or mstype.float32)
+    return F.zeros(_size("zeros", size), mstype.float32 if dtype is None else dtype)
 
 
 def ones(*size, dtype=None):
-    return F.ones(_size("ones", size), dtype or mstype.float32)
+    return F.ones(_size("ones", size), mstype.float32 if dtype is None else dtype)
 
 
 def full(size, fill_value, *, dtype=None):

@@ -1,12 +1,14 @@
 """Validation helpers shared by inference rules. Each raises a minispore error naming the op."""
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from ..common import dtype as mstype
 from ..common.errors import OpIndexError, OpTypeError, OpValueError
+from ..common.memory_limit import MemoryLimitError, check_fits
 from ..common.tensor import Tensor
 from .primitive import AbstractTensor
 
@@ -60,8 +62,9 @@ def plain_ints(v):
     ints goes (axes, shapes, sizes). Kernels compare attributes with `==` and test them for
     truth, which NumPy values answer elementwise, so functional wrappers pass their int/tuple
     arguments through here before they become attributes: np.integer -> int, a list or 1-d integer
-    ndarray -> a tuple (its NumPy-integer items -> int). Anything else (bools, floats, float
-    arrays, strings) comes back unchanged for the validation helpers below to reject by name.
+    ndarray -> a tuple (its NumPy-integer items -> int), np.bool_ -> bool (still a bool, so int
+    checks keep rejecting it). Anything else (bools, floats, float arrays, strings) comes back
+    unchanged for the validation helpers below to reject by name.
     """
     t = type(v)
     if t is int or v is None:                       # the common case costs one type check
@@ -69,9 +72,12 @@ def plain_ints(v):
     if t is tuple or t is list:
         if all(type(a) is int for a in v):
             return v if t is tuple else tuple(v)
-        return tuple(int(a) if isinstance(a, np.integer) else a for a in v)
+        return tuple(int(a) if isinstance(a, np.integer) else bool(a) if isinstance(a, np.bool_) else a
+                     for a in v)
     if isinstance(v, np.integer):
         return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
     if isinstance(v, np.ndarray) and v.dtype.kind in "iu" and v.ndim <= 1:
         return v.tolist() if v.ndim == 0 else tuple(v.tolist())
     return v
@@ -86,12 +92,88 @@ def int_attr(op: str, arg: str, v, minimum=None):
     return int(v)
 
 
+def bool_attr(op: str, arg: str, v) -> bool:
+    """A flag (keep_dims, descending ...): a bool or np.bool_, returned as a Python bool. Ints are
+    refused as in MindSpore (`keep_dims=1` is a TypeError there)."""
+    if v is True or v is False:
+        return v
+    if isinstance(v, np.bool_):
+        return bool(v)
+    raise OpTypeError(op, f"'{arg}' to be a bool", f"{type(v).__name__} {v!r}"[:80])
+
+
 def float_attr(op: str, arg: str, v, lo=None, hi=None):
-    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+    """A real number; with bounds it must lie in [lo, hi], which NaN never does (NaN compares
+    False with everything, so the plain range test alone would let it through)."""
+    if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_)):
         raise OpTypeError(op, f"'{arg}' to be a float", f"{type(v).__name__} {v!r}")
+    if (lo is not None or hi is not None) and v != v:
+        raise OpValueError(op, f"'{arg}' in [{lo}, {hi}] (a number, not NaN)", repr(v))
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         raise OpValueError(op, f"'{arg}' in [{lo}, {hi}]", repr(v))
     return float(v)
+
+
+def one_of(op: str, arg: str, v, allowed, expected=None):
+    """`v` must be one of `allowed` (strings, numbers, None). The type is checked first: an ndarray
+    would answer `in` elementwise (and raise NumPy's "truth value ... is ambiguous")."""
+    if not (v is None or isinstance(v, (str, numbers.Number))) or v not in allowed:
+        raise OpValueError(op, expected or f"'{arg}' in {tuple(allowed)}", repr(v)[:80])
+    return v
+
+
+def int_scalar_fits(op: str, dtype, value):
+    """A Python int operand of an integer-dtype op must be representable in that dtype: scalars
+    are weak (`uint8_tensor + 300` stays UInt8), and NumPy refuses to convert an int that does not
+    fit (OverflowError), so say it here, in terms of the op. Other values pass unchanged."""
+    if type(value) is int and dtype.kind in ("int", "uint", "bool"):
+        info = np.iinfo(np.int64 if dtype.kind == "bool" else dtype.np)
+        if not info.min <= value <= info.max:
+            raise OpValueError(op, f"a Python int within the range of {dtype if dtype.kind != 'bool' else 'Int64'} "
+                               f"[{info.min}, {info.max}] (a scalar takes the tensor's dtype)", repr(value))
+    return value
+
+
+def number_fits(op: str, arg: str, dtype, value):
+    """A Python number that becomes an element of an integer tensor (a value written by setitem, a
+    pad value, an initial value) must have a value there: finite, and within the dtype's range.
+    NumPy refuses otherwise; MindSpore would wrap around, which hides bugs, so minispore refuses
+    as `Tensor(300, ms.uint8)` does. Tensors, bools and non-integer dtypes pass."""
+    if dtype.kind not in ("int", "uint") or isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        return value
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):
+        raise OpValueError(op, f"a finite '{arg}' for a {dtype} tensor", repr(value))
+    info = np.iinfo(dtype.np)
+    if not info.min <= value <= info.max:
+        raise OpValueError(op, f"'{arg}' within the range of {dtype} [{info.min}, {info.max}]", repr(value))
+    return value
+
+
+# Below this many bytes an output is not worth a look at the memory limit (reading it costs a file read).
+_SMALL_OUTPUT_BYTES = 1 << 26
+
+
+def output_fits(op: str, shape, dtype) -> None:
+    """Called by a kernel before it allocates an output whose size comes from its arguments
+    (zeros(shape), tile(reps), pad(widths) ...): refuse a size beyond the memory limit with a
+    minispore MemoryLimitError before NumPy tries (and fails with a raw MemoryError or
+    "array is too big"). Inference cannot do this: DryRun infers models larger than the host."""
+    n = math.prod(shape)
+    itemsize = np.dtype(getattr(dtype, "np", dtype)).itemsize
+    if n == 0 and math.prod(s for s in shape if s) * itemsize >= _ADDRESSABLE_BYTES:
+        # an empty array still has to be described: NumPy refuses dims whose product overflows
+        raise OpValueError(op, "an output whose non-zero dims multiply to fewer than 2**62 bytes",
+                           f"shape {tuple(shape)}")
+    if n * itemsize > _SMALL_OUTPUT_BYTES:
+        what = f"For '{op}', an output of shape {tuple(shape)}"
+        if n * itemsize >= _ADDRESSABLE_BYTES:       # (whatever the limit says, even with it off)
+            raise MemoryLimitError(what, n * itemsize, _ADDRESSABLE_BYTES, "bytes any array can address")
+        check_fits(n * itemsize, what)
+
+
+# NumPy sizes arrays in signed 64-bit bytes; beyond this a size overflows (np.bincount of a value
+# near 2**63 even corrupts the heap), so it is refused even when the memory limit is switched off.
+_ADDRESSABLE_BYTES = 1 << 62
 
 
 def axis(op: str, ax, ndim: int) -> int:

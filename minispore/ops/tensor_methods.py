@@ -12,6 +12,7 @@ against MindSpore 2.10 by tests/fidelity/cases/tensor.py).
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -19,6 +20,7 @@ import numpy as np
 from ..common import dtype as mstype
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor, _wrap, from_numpy
+from . import _check as C
 from . import functional as F
 
 
@@ -124,9 +126,10 @@ def _shape_args(name, args, kwargs, key="shape"):
         args = tuple(args[0])
     elif len(args) == 1 and isinstance(args[0], np.ndarray) and args[0].dtype.kind in "iu" and args[0].ndim == 1:
         args = tuple(args[0].tolist())              # a 1-d integer array stands for a tuple, as in ops
-    elif len(args) == 1 and isinstance(args[0], Tensor):
-        args = tuple(int(v) for v in args[0].asnumpy().reshape(-1))
-    if not all(_is_int(a) or isinstance(a, Tensor) and a.size == 1 for a in args):
+    elif len(args) == 1 and isinstance(args[0], Tensor) and args[0].dtype.kind in ("int", "uint"):
+        args = tuple(args[0].asnumpy().reshape(-1).tolist())
+    if not all(_is_int(a) or isinstance(a, Tensor) and a.size == 1 and a.dtype.kind in ("int", "uint")
+               for a in args):
         raise OpTypeError(f"Tensor.{name}", f"'{key}' as ints or one tuple/list of ints",
                           repr(args)[:80])
     return tuple(int(a) for a in args)
@@ -196,19 +199,36 @@ def _normalized_dim(name, d, nd):
 def _swapaxes(self, axis0, axis1):
     nd = self.ndim
     a, b = _normalized_dim("swapaxes", axis0, nd), _normalized_dim("swapaxes", axis1, nd)
+    if nd == 0:                                   # dims 0 / -1 of a 0-d tensor: nothing to swap
+        return F.transpose(self, ())
     perm = list(range(nd))
     perm[a], perm[b] = perm[b], perm[a]
     return F.transpose(self, tuple(perm))
 
 
+def _dims_list(name, arg, v):
+    """An int or a tuple/list (or 1-d integer ndarray) of ints -> a list of ints."""
+    v = C.plain_ints(v)
+    if _is_int(v):
+        return [v]
+    if not _int_seq(v):
+        raise OpTypeError(f"Tensor.{name}", f"'{arg}' as an int or a tuple of ints", f"{type(v).__name__} {v!r}"[:80])
+    return list(v)
+
+
 def _moveaxis(self, source, destination):
     nd = self.ndim
-    src = [source] if _is_int(source) else list(source)
-    dst = [destination] if _is_int(destination) else list(destination)
+    if nd == 0:                                   # (ops.moveaxis refuses a 0-d input by name)
+        return F.moveaxis(self, source, destination)
+    src = _dims_list("moveaxis", "source", source)
+    dst = _dims_list("moveaxis", "destination", destination)
     if len(src) != len(dst):
         raise OpValueError("Tensor.moveaxis", "as many destination as source axes", f"{src} and {dst}")
     src = [_normalized_dim("moveaxis", s, nd) for s in src]
     dst = [_normalized_dim("moveaxis", d, nd) for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise OpValueError("Tensor.moveaxis", "no dimension repeated in 'source' or in 'destination'",
+                           f"{source!r} and {destination!r}"[:80])
     rest = [i for i in range(nd) if i not in src]
     perm = [None] * nd
     for s, d in zip(src, dst):
@@ -249,12 +269,18 @@ def _expand(self, *size):
     return F.broadcast_to(self, full)
 
 
+def _other_tensor(name, other):
+    if not isinstance(other, Tensor):
+        raise OpTypeError(f"Tensor.{name}", "'other' to be a Tensor", f"{type(other).__name__} {other!r}"[:80])
+    return other
+
+
 def _expand_as(self, other):
-    return F.broadcast_to(self, tuple(other.shape))
+    return F.broadcast_to(self, tuple(_other_tensor("expand_as", other).shape))
 
 
 def _view_as(self, other):
-    return F.reshape(self, tuple(other.shape))
+    return F.reshape(self, tuple(_other_tensor("view_as", other).shape))
 
 
 def _tile(self, *dims, **kwargs):
@@ -280,7 +306,9 @@ def _squeeze(self, axis=None):
     if axis is None:
         return F.squeeze(self)
     nd = self.ndim
-    axes = (axis,) if _is_int(axis) else tuple(axis)
+    if nd == 0:                                   # (ops.squeeze checks axis 0 / -1 of a 0-d tensor)
+        return F.squeeze(self, axis)
+    axes = _dims_list("squeeze", "axis", axis)
     keep = tuple(a for a in axes if self.shape[_normalized_dim("squeeze", a, nd)] == 1)
     if not keep:
         return F.reshape(self, self.shape)
@@ -340,7 +368,7 @@ def _sum(self, *args, **kwargs):
         raise _no_overload("sum", args, kwargs, ["dim=None, keepdim=False, *, dtype=None",
                                                  "axis=None, dtype=None, keepdims=False, initial=None"])
     dtype = b.get("dtype")
-    out = F.sum(self, b.get("axis"), bool(b.get("keepdims", False)),
+    out = F.sum(self, b.get("axis"), _flag(b.get("keepdims", False)),
                 dtype=None if dtype is mstype.bool_ else dtype)
     if b.get("initial") is not None:
         out = out + b["initial"]
@@ -367,7 +395,7 @@ def _mean(self, *args, **kwargs):
     if b is None or not _is_axes(b.get("axis")):
         raise _no_overload("mean", args, kwargs, ["dim=None, keepdim=False, *, dtype=None",
                                                   "axis=None, keep_dims=False"])
-    return F.mean(self, b.get("axis"), bool(b.get("keep_dims", False)))
+    return F.mean(self, b.get("axis"), _flag(b.get("keep_dims", False)))
 
 
 def _prod(self, *args, **kwargs):
@@ -404,8 +432,11 @@ def _extreme(name, values_fn, pair_fn):
         b = _bind(args, kwargs, ("axis", "keepdims"), ("initial", "where", "return_indices"))
         if b is None or not _is_axes(b.get("axis")):
             raise _no_overload(name, args, kwargs, forms)
-        axis, keepdims = b.get("axis"), bool(b.get("keepdims", False))
-        if b.get("return_indices"):
+        axis, keepdims = b.get("axis"), _flag(b.get("keepdims", False))
+        return_indices = _flag(b.get("return_indices", False))
+        if not isinstance(return_indices, bool):
+            raise OpTypeError(f"Tensor.{name}", "'return_indices' to be a bool", type(return_indices).__name__)
+        if return_indices:
             values, indices = pair_fn(self, axis, keepdims, initial=b.get("initial"), where=b.get("where"))
             return values, _as_int64(indices)
         if _is_int(axis) and b.get("initial") is None and b.get("where") is None:
@@ -451,7 +482,7 @@ def _logical(fn, name):
         if b is None:
             raise _no_overload(name, args, kwargs, ["axis=None, keep_dims=False", "dim=None, keepdim=False"])
         keep = b.get("keep_dims", b.get("keepdim", b.get("keepdims", False)))
-        return fn(self, b.get("axis", b.get("dim")), bool(keep))
+        return fn(self, b.get("axis", b.get("dim")), _flag(keep))
     method.__name__ = name
     return method
 
@@ -464,13 +495,24 @@ def _moment(fn, name):
             b = _bind(args, kwargs, ("dim",), ("correction", "keepdim"))
             if b is None:
                 raise _no_overload(name, args, kwargs, ["dim=None, *, correction=1, keepdim=False"])
-            return fn(self, b.get("dim"), int(b.get("correction", 1)), bool(b.get("keepdim", False)))
+            return fn(self, b.get("dim"), _int_like(b.get("correction", 1)), _flag(b.get("keepdim", False)))
         b = _bind(args, kwargs, ("axis", "ddof", "keepdims"))
         if b is None:
             raise _no_overload(name, args, kwargs, ["axis=None, ddof=0, keepdims=False"])
-        return fn(self, b.get("axis"), int(b.get("ddof", 0)), bool(b.get("keepdims", False)))
+        return fn(self, b.get("axis"), _int_like(b.get("ddof", 0)), _flag(b.get("keepdims", False)))
     method.__name__ = name
     return method
+
+
+def _int_like(v):
+    """A number truncated to int as these methods always did; anything else is left for the op to
+    reject by name."""
+    return int(v) if isinstance(v, numbers.Real) and not isinstance(v, bool) and v == v and abs(v) != float("inf") else v
+
+
+def _flag(v):
+    """An int or bool flag as a bool; anything else is left for the op to reject by name."""
+    return bool(v) if isinstance(v, (numbers.Integral, np.bool_)) else v
 
 
 def _cumsum(self, *args, **kwargs):
@@ -488,7 +530,7 @@ def _sort(self, *args, **kwargs):
     b = _bind(args, kwargs, ("dim", "descending", "stable")) or _bind(args, kwargs, ("axis", "descending"))
     if b is None:
         raise _no_overload("sort", args, kwargs, ["dim=-1, descending=False, stable=False", "axis=-1, descending=False"])
-    return F.sort(self, b.get("dim", b.get("axis", -1)), bool(b.get("descending", False)))
+    return F.sort(self, b.get("dim", b.get("axis", -1)), _flag(b.get("descending", False)))
 
 
 def _argsort(self, *args, **kwargs):
@@ -496,7 +538,7 @@ def _argsort(self, *args, **kwargs):
     if b is None:
         raise _no_overload("argsort", args, kwargs, ["dim=-1, descending=False, stable=False",
                                                      "axis=-1, descending=False"])
-    return F.argsort(self, b.get("dim", b.get("axis", -1)), bool(b.get("descending", False)))
+    return F.argsort(self, b.get("dim", b.get("axis", -1)), _flag(b.get("descending", False)))
 
 
 def _gather(self, *args, **kwargs):
@@ -515,12 +557,24 @@ def _where(self, condition, y):
     return F.where(condition, self, y)
 
 
+def _alpha_scaled(name, other, alpha):
+    """alpha * other for `add`/`sub`'s `alpha` keyword (a real number; 1 leaves `other` alone)."""
+    if not isinstance(alpha, numbers.Real):
+        raise OpTypeError(f"Tensor.{name}", "'alpha' to be a real number", f"{type(alpha).__name__} {alpha!r}"[:80])
+    if alpha == 1:
+        return other
+    if not isinstance(other, (Tensor, numbers.Real)):
+        raise OpTypeError(f"Tensor.{name}", "'other' to be a Tensor or a real number",
+                          f"{type(other).__name__} {other!r}"[:80])
+    return other * alpha
+
+
 def _add(self, other, *, alpha=1):
-    return F.add(self, other if alpha == 1 else other * alpha)
+    return F.add(self, _alpha_scaled("add", other, alpha))
 
 
 def _sub(self, other, *, alpha=1):
-    return F.sub(self, other if alpha == 1 else other * alpha)
+    return F.sub(self, _alpha_scaled("sub", other, alpha))
 
 
 # -- creation / conversion -------------------------------------------------------------------------
@@ -574,7 +628,7 @@ def _size_and_dtype(name, self, size, dtype):
     if dtype is not None and not isinstance(dtype, mstype.DType):
         raise OpTypeError(f"Tensor.{name}", "'dtype' as a minispore dtype (sizes go in one tuple)",
                           type(dtype).__name__)
-    return tuple(shape), dtype or self.dtype
+    return tuple(shape), self.dtype if dtype is None else dtype
 
 
 def _new_ones(self, size, dtype=None):
@@ -606,10 +660,11 @@ def _fill_(self, value):
 def _inplace(name, method):
     """`x.add_(y)` is `x.add(y)` written back into `x` (one recorded write: the version bumps, and a
     gradient through the old value is refused as for any in-place write). Returns `x`."""
+    @functools.wraps(method)                 # (the signature is the method's: same arguments)
     def fn(self, *args, **kwargs):
         F.setitem(self, Ellipsis, method(self, *args, **kwargs))
         return self
-    fn.__name__ = name
+    fn.__name__ = fn.__qualname__ = name
     return fn
 
 
@@ -631,6 +686,8 @@ def _contiguous(self):
 def _stride(self, dim=None):
     """Strides in elements (PyTorch/MindSpore `stride()`), unlike `.strides` in bytes."""
     strides = [s // self.itemsize for s in self.strides]
+    if dim is not None and self.ndim == 0:
+        raise OpValueError("Tensor.stride", "a tensor with dimensions for stride(dim)", "a 0-d tensor")
     return strides if dim is None else strides[_normalized_dim("stride", dim, self.ndim)]
 
 
@@ -675,8 +732,8 @@ def attach():
         if hasattr(Tensor, base):
             setattr(Tensor, base + "_", _inplace(base + "_", getattr(Tensor, base)))
     Tensor.copy_ = lambda self, src: _fill_(self, src)
-    Tensor.type_as = lambda self, other: F.cast(self, other.dtype)
-    Tensor.reshape_as = lambda self, other: F.reshape(self, other.shape)
+    Tensor.type_as = lambda self, other: F.cast(self, _other_tensor("type_as", other).dtype)
+    Tensor.reshape_as = lambda self, other: F.reshape(self, _other_tensor("reshape_as", other).shape)
     Tensor.T = property(lambda self: F.transpose(self, tuple(range(self.ndim - 1, -1, -1))))
     Tensor.mT = property(_mT)
     Tensor.H = property(_H)

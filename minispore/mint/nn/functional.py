@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Tensor
+from ...ops import _check as _C
 from ...ops import functional as F
 
 
@@ -63,11 +64,7 @@ def log_softmax(input, dim=None, *, dtype=None):
 
 def glu(input, dim=-1):
     """`F.glu(input, dim=-1)`: a * sigmoid(b) for the two halves of `dim`."""
-    if isinstance(input, Tensor) and isinstance(dim, int) and -input.ndim <= dim < input.ndim \
-            and input.shape[dim] % 2:
-        raise OpValueError("glu", f"an even size along dim {dim}", f"shape {input.shape}")
-    a, b = F.chunk(input, 2, dim)
-    return F.mul(a, F.sigmoid(b))
+    return F.glu(input, dim)
 
 
 def linear(input, weight, bias=None):
@@ -91,7 +88,10 @@ def one_hot(tensor, num_classes=-1):
     """Int64 one-hot rows; num_classes=-1 means max(tensor) + 1."""
     if not isinstance(tensor, Tensor):
         raise OpTypeError("one_hot", "'tensor' to be a Tensor", type(tensor).__name__)
-    if num_classes == -1:
+    num_classes = _C.plain_ints(num_classes)
+    if type(num_classes) is int and num_classes == -1:
+        if tensor.dtype.kind not in ("int", "uint"):
+            raise OpTypeError("one_hot", "'tensor' of class indices with an integer dtype", str(tensor.dtype))
         num_classes = int(tensor.asnumpy().max()) + 1 if tensor.size else 0
     return F.one_hot(tensor, num_classes, 1, 0)
 
@@ -107,7 +107,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12):
 
 
 def pad(input, pad, mode="constant", value=None):
-    return F.pad(input, tuple(pad), mode, value)
+    return F.pad(input, pad, mode, value)             # (ops.pad checks `pad`: a tuple/list of ints)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -127,14 +127,12 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                divisor_override=None):
     return F.avg_pool2d(input, kernel_size, kernel_size if stride is None else stride, padding, ceil_mode,
-                        count_include_pad, divisor_override or 0)
+                        count_include_pad, 0 if divisor_override is None else divisor_override)
 
 
 # -- losses ----------------------------------------------------------------------------------------
 def _reduction(op, reduction):
-    if reduction not in ("mean", "sum", "none"):
-        raise OpValueError(op, "reduction 'mean', 'sum' or 'none'", repr(reduction))
-    return reduction
+    return _C.one_of(op, "reduction", reduction, ("mean", "sum", "none"), "reduction 'mean', 'sum' or 'none'")
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
@@ -171,8 +169,8 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
 def kl_div(input, target, reduction="mean", log_target=False):
     """target * (log target - input), `input` log-probabilities; log_target=True means `target`
     holds log-probabilities too. reduction 'batchmean' divides the sum by the batch size."""
-    if reduction not in ("mean", "sum", "none", "batchmean"):
-        raise OpValueError("kl_div", "reduction 'mean', 'sum', 'none' or 'batchmean'", repr(reduction))
+    _C.one_of("kl_div", "reduction", reduction, ("mean", "sum", "none", "batchmean"),
+              "reduction 'mean', 'sum', 'none' or 'batchmean'")
     if log_target:
         loss = F.mul(F.exp(target), F.sub(target, input))
         if reduction == "batchmean":

@@ -7,6 +7,8 @@ primitive that defines the op, directly or through the functional op of the same
 """
 from __future__ import annotations
 
+import inspect
+
 from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Tensor
@@ -328,14 +330,14 @@ class Ones(_NoAttr):
     """`Ones()(shape, dtype=None)`: ones (Float32 by default); `shape` an int or a tuple."""
 
     def __call__(self, shape, dtype=None):
-        return F.ones(check_int_tuple(self.name, "shape", shape), dtype or mstype.float32)
+        return F.ones(check_int_tuple(self.name, "shape", shape), mstype.float32 if dtype is None else dtype)
 
 
 class Zeros(_NoAttr):
     """`Zeros()(shape, dtype=None)`: zeros (Float32 by default)."""
 
     def __call__(self, size, dtype=None):
-        return F.zeros(check_int_tuple(self.name, "size", size), dtype or mstype.float32)
+        return F.zeros(check_int_tuple(self.name, "size", size), mstype.float32 if dtype is None else dtype)
 
 
 class OnesLike(_NoAttr):
@@ -452,8 +454,12 @@ PASS_THROUGH = {"GatherNd": "gather_nd", "ScatterNd": "scatter_nd", "TensorScatt
 
 
 def _pass_through(fn, cls_name):
-    def __call__(self, *args):
-        return fn(*args)
+    def __call__(self, *args, **kwargs):
+        return fn(*args, **kwargs)
+    # the call takes what the functional op takes (so help() and introspection show the inputs)
+    sig = inspect.signature(fn)
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __call__.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])
     return type(cls_name, (_NoAttr,), {"__call__": __call__, "__module__": __name__, "__qualname__": cls_name,
                                        "__doc__": f"`{cls_name}()(*inputs)`: `ops.{fn.__name__}(*inputs)`."})
 

@@ -48,6 +48,8 @@ import functools
 import inspect
 import numbers
 
+import numpy as np
+
 from ...common import dtype as mstype
 from ...common.errors import MinisporeRuntimeError, OpTypeError, OpValueError
 from ...common.tensor import Tensor
@@ -57,6 +59,29 @@ from ..primitive import AbstractTensor
 
 # ------------------------------------------------------------------------------------------------
 # attribute validation (constructor arguments), raising errors that name the class
+def plain_attr(v):
+    """A constructor argument in the plain Python form the calls read: NumPy integer / bool / float
+    scalars become int / bool / float, also inside a tuple or list (the container is kept).
+    MindSpore accepts NumPy integers wherever it accepts ints; stored as they came, they would do
+    NumPy-typed arithmetic in the kernels (`diagonal=np.uint8(3)` wraps around). Anything else,
+    arrays included (a user-defined primitive may hold one), is unchanged."""
+    t = type(v)
+    if t is int or t is bool or t is float or t is str or v is None:
+        return v
+    if isinstance(v, np.generic):
+        if isinstance(v, np.integer):
+            return int(v)
+        if isinstance(v, np.bool_):
+            return bool(v)
+        if isinstance(v, np.floating):
+            return float(v)
+        return v
+    if t is tuple or t is list:
+        if any(isinstance(a, np.generic) for a in v):
+            return t(plain_attr(a) for a in v)
+    return v
+
+
 def check_bool(op, arg, v):
     if not isinstance(v, bool):
         raise OpTypeError(op, f"'{arg}' to be a bool", f"{type(v).__name__} {v!r}")
@@ -91,7 +116,8 @@ def check_int_tuple(op, arg, v, allow_int=True):
 
 
 def check_one_of(op, arg, v, allowed):
-    if v not in allowed:
+    # (the type first: an ndarray answers `in` elementwise, with NumPy's "truth value is ambiguous")
+    if not (v is None or isinstance(v, (str, numbers.Number, mstype.DType))) or v not in allowed:
         raise OpValueError(op, f"'{arg}' in {list(allowed)}", repr(v))
     return v
 
@@ -375,14 +401,20 @@ def prim_attr_register(fn):
                               str(e)) from None
         bound.apply_defaults()
         for k, v in list(bound.arguments.items())[1:]:
-            if sig.parameters[k].kind is inspect.Parameter.VAR_KEYWORD:
+            kind = sig.parameters[k].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                v = bound.arguments[k] = {kk: plain_attr(vv) for kk, vv in v.items()}
                 for kk, vv in v.items():
                     self.add_prim_attr(kk, vv)
                     self.init_attrs[kk] = vv
                 continue
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                v = bound.arguments[k] = tuple(plain_attr(a) for a in v)
+            else:
+                v = bound.arguments[k] = plain_attr(v)
             self.add_prim_attr(k, v)
             self.init_attrs[k] = v
-        fn(self, *args, **kwargs)
+        fn(*bound.args, **bound.kwargs)         # the body sees the plain values too
     deco.decorated_func = fn
     return deco
 

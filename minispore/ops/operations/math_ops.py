@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Tensor
+from .. import _check as C
 from .. import functional as F
 from ..primitive import PRIMITIVES
 from .base import Primitive, check_bool, prim_attr_register
@@ -114,6 +115,8 @@ class AddN(Primitive):
         if not isinstance(inputs, (tuple, list)) or not inputs:
             raise OpTypeError("AddN", "a non-empty tuple or list of Tensors", type(inputs).__name__)
         out = inputs[0]
+        if not isinstance(out, Tensor):
+            raise OpTypeError("AddN", "a tuple or list of Tensors", f"{type(out).__name__} {out!r}"[:60] + " at 0")
         for t in inputs[1:]:
             if not isinstance(t, Tensor) or t.shape != inputs[0].shape:
                 raise OpValueError("AddN", f"tensors of one shape {tuple(inputs[0].shape)}",
@@ -199,7 +202,10 @@ def _axis_arg(op, axis, allow_none=False):
     if isinstance(axis, list):
         axis = tuple(axis)
     if isinstance(axis, Tensor):
-        axis = tuple(int(a) for a in axis.asnumpy().reshape(-1)) if len(axis.shape) else int(axis.asnumpy())
+        if axis.dtype.kind not in ("int", "uint"):
+            raise OpTypeError(op, "'axis' as an int, a tuple of ints or an integer Tensor", f"a {axis.dtype} Tensor")
+        axis = tuple(axis.asnumpy().reshape(-1).tolist()) if len(axis.shape) else int(axis.asnumpy())
+    axis = C.plain_ints(axis)                       # np.int64(0), np.array([0, 1]) -> 0, (0, 1)
     if isinstance(axis, bool) or not isinstance(axis, (int, tuple)):
         raise OpTypeError(op, "'axis' to be an int, a tuple or a list of ints", f"{type(axis).__name__} {axis!r}")
     return axis
@@ -254,8 +260,10 @@ class ReduceSum(_Reduce):
         if ta is int and type(x) is Tensor:               # the common call, inlined (bench_op_overhead)
             out = _reduce_sum(x, axis=axis, keep_dims=self._kd)
             return out if out._data.dtype is x._data.dtype else _cast(out, dtype=x.dtype)
-        if self._skip and (axis == () or axis == []):
-            return x
+        if self._skip:
+            spelled = C.plain_ints(axis)                  # (an empty axis, however spelled: (), [], an empty array)
+            if type(spelled) is tuple and not spelled:
+                return x
         return _Reduce.__call__(self, x, axis)
 
 

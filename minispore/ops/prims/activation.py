@@ -356,8 +356,7 @@ _GELU_CUBIC = 0.044715
 
 def _gelu_infer(x, approximate="none"):
     C.floating("gelu", "input", x)
-    if approximate not in ("none", "tanh"):
-        raise C.OpValueError("gelu", "'approximate' to be 'none' or 'tanh'", repr(approximate))
+    C.one_of("gelu", "approximate", approximate, ("none", "tanh"), "'approximate' to be 'none' or 'tanh'")
     return AbstractTensor(x.shape, x.dtype)
 
 
@@ -600,8 +599,18 @@ def _clamp_infer(x, lo, hi):
     return AbstractTensor(shape, x.dtype)       # the input's dtype, as MindSpore
 
 
+def _in_range(x, bound):
+    """A Python int bound for an integer input, saturated to its dtype's range (the result is the
+    same for any bound beyond the range; NumPy refuses an int it cannot convert)."""
+    if type(bound) is int and x.dtype.kind in "iu":
+        info = np.iinfo(x.dtype)
+        return min(max(bound, int(info.min)), int(info.max))
+    return bound
+
+
 def _clamp_kernel(x, lo, hi):
     out = x
+    lo, hi = _in_range(x, lo), _in_range(x, hi)
     if lo is not None:
         out = np.maximum(out, lo)
     if hi is not None:

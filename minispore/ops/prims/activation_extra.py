@@ -332,6 +332,8 @@ def glu(x, axis=-1):
     ax = C.axis("glu", axis, len(x.shape))
     if len(x.shape) == 0 or x.shape[ax] % 2:
         raise C.OpValueError("glu", "an even size along 'axis'", f"shape {tuple(x.shape)}, axis {axis}")
+    if x.shape[ax] == 0:                           # two empty halves: an empty result of x's shape
+        return mul(x, sigmoid(x))
     a, b = split(x, x.shape[ax] // 2, ax)
     return mul(a, sigmoid(b))
 

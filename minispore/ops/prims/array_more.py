@@ -69,6 +69,9 @@ def _diagonal_infer(x, offset=0, dim1=0, dim2=1):
 
 
 def _diagonal_kernel(a, offset=0, dim1=0, dim2=1):
+    if offset >= a.shape[dim2] or -offset >= a.shape[dim1]:
+        # an offset past the matrix has an empty diagonal; clamp it (NumPy takes a C int offset)
+        offset = a.shape[dim2] if offset > 0 else -a.shape[dim1]
     return np.diagonal(a, offset, dim1, dim2).copy()
 
 
@@ -90,6 +93,7 @@ def _scatter_infer(d, shape, offset=0, dim1=0, dim2=1):
 
 
 def _scatter_kernel(d, shape, offset=0, dim1=0, dim2=1):
+    C.output_fits("diagonal_scatter", shape, d.dtype)
     out = np.zeros(shape, dtype=d.dtype)
     nd = len(shape)
     d1, d2 = dim1 % nd, dim2 % nd
@@ -112,7 +116,7 @@ _diagonal_scatter = defprim("diagonal_scatter", _scatter_infer, _scatter_kernel,
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """`ops.diagonal(input, offset=0, dim1=0, dim2=1)`: the `offset` diagonal of the matrices in dims
     (dim1, dim2), as a new last axis (offset > 0 above the main diagonal, < 0 below)."""
-    return _diagonal(input, offset=offset, dim1=dim1, dim2=dim2)
+    return _diagonal(input, offset=C.plain_ints(offset), dim1=C.plain_ints(dim1), dim2=C.plain_ints(dim2))
 
 
 def diagonal_scatter(input, shape, offset=0, dim1=0, dim2=1):
@@ -126,7 +130,7 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     `offset` diagonal is input's last axis, zeros elsewhere. The output has one more dimension."""
     C.tensor("diag_embed", "input", input)
     nd = len(input.shape) + 1
-    C.int_attr("diag_embed", "offset", offset)
+    offset = C.int_attr("diag_embed", "offset", offset)
     d1, d2 = _diag_dims("diag_embed", nd, offset, dim1, dim2)
     if len(input.shape) == 0:
         raise C.OpValueError("diag_embed", "an input with at least 1 dimension", "a 0-d tensor")
@@ -288,12 +292,18 @@ def _split_points(op, n, indices_or_sections):
         k = int(indices_or_sections)
         if k <= 0:
             raise C.OpValueError(op, "a positive number of sections", repr(k))
+        # (k sections is k output tensors, most of them empty when k > n: refuse an absurd k
+        # before building a list of k sizes)
+        C.output_fits(op, (k, _TENSOR_OVERHEAD_BYTES), np.uint8)
         q, r = divmod(n, k)
         sizes = [q + 1] * r + [q] * (k - r)
         return list(itertools.accumulate(sizes))[:-1]
     if isinstance(indices_or_sections, (tuple, list)) and all(_is_int(i) for i in indices_or_sections):
         return [int(i) for i in indices_or_sections]
     raise C.OpTypeError(op, "'indices_or_sections' as an int or a tuple/list of ints", repr(indices_or_sections))
+
+
+_TENSOR_OVERHEAD_BYTES = 256          # (about what one small Tensor object costs in Python)
 
 
 def _split_at(op, input, points, ax):
@@ -429,6 +439,8 @@ def sequence_mask(lengths, maxlen=None):
     maxlen = _int("sequence_mask", "maxlen", maxlen)
     if maxlen <= 0:
         raise C.OpValueError("sequence_mask", "a positive 'maxlen'", repr(maxlen))
+    C.output_fits("sequence_mask", (maxlen,), lengths.dtype.np)             # the positions
+    C.output_fits("sequence_mask", tuple(lengths.shape) + (maxlen,), np.bool_)
     positions = Tensor(np.arange(maxlen, dtype=lengths.dtype.np))
     return less(positions, expand_dims(lengths, -1))
 
@@ -570,9 +582,9 @@ def _number(op, arg, v):
         if v.ndim != 0:
             raise C.OpValueError(op, f"a 0-d Tensor or a number as '{arg}'", f"shape {tuple(v.shape)}")
         return v.asnumpy().item()
-    if not isinstance(v, numbers.Real) or isinstance(v, bool):
+    if not isinstance(v, numbers.Real) or isinstance(v, (bool, np.bool_)):
         raise C.OpTypeError(op, f"'{arg}' to be a number or a 0-d Tensor", f"{type(v).__name__} {v!r}")
-    return v
+    return v.item() if isinstance(v, np.generic) else v      # (Python arithmetic: no NumPy overflow)
 
 
 def range(start, end, step, maxlen=1000000):
@@ -582,11 +594,26 @@ def range(start, end, step, maxlen=1000000):
     vals = [_number("range", a, v) for a, v in (("start", start), ("end", end), ("step", step))]
     maxlen = C.int_attr("range", "maxlen", maxlen, 1)
     s, e, d = vals
+    try:
+        finite = all(math.isfinite(v) for v in vals)
+    except OverflowError:                            # (an int beyond the float range)
+        finite = False
+    if not finite:
+        raise C.OpValueError("range", "finite 'start', 'end' and 'step'", f"start {s}, end {e}, step {d}")
     if d == 0:
         raise C.OpValueError("range", "a non-zero 'step'", repr(d))
     if (e - s) * d < 0:
         raise C.OpValueError("range", "'step' pointing from 'start' toward 'end'", f"start {s}, end {e}, step {d}")
-    n = max(0, math.ceil((e - s) / d))
+    try:
+        count = (e - s) / d
+    except OverflowError:                            # (ints too large for a float quotient)
+        count = math.inf
+    if not math.isfinite(count):                     # (a tiny step overflows the count)
+        raise C.OpValueError("range", f"at most maxlen={maxlen} entries", f"start {s}, end {e}, step {d}")
+    n = max(0, math.ceil(count))
+    if all(isinstance(v, numbers.Integral) for v in vals) and not all(
+            -2**63 <= v < 2**63 for v in (s, d, s + d * max(n - 1, 0))):
+        raise C.OpValueError("range", "integer values within the Int64 range", f"start {s}, end {e}, step {d}")
     if n > maxlen:
         raise C.OpValueError("range", f"at most maxlen={maxlen} entries", str(n))
     if all(isinstance(v, numbers.Integral) for v in vals):
@@ -599,9 +626,14 @@ def logspace(start, end, steps, base=10, *, dtype=mstype.float32):
     evenly spaced in [start, end]. minispore also accepts Python numbers for start/end (MindSpore
     2.10 wants 0-d Tensors)."""
     s, e = _number("logspace", "start", start), _number("logspace", "end", end)
+    try:
+        s, e = float(s), float(e)                  # (an int beyond a float's range has no exponent)
+    except OverflowError:
+        raise C.OpValueError("logspace", "'start' and 'end' within the float range", f"start {s}, end {e}") from None
     steps = C.int_attr("logspace", "steps", steps, 0)
     base = C.int_attr("logspace", "base", base) if not isinstance(base, float) else base
     dt = mstype.as_dtype(dtype) if not isinstance(dtype, mstype.DType) else dtype
+    C.output_fits("logspace", (steps,), np.float64)
     return Tensor(np.logspace(s, e, steps, base=base).astype(dt.np))
 
 
@@ -635,6 +667,12 @@ def combinations(input, r=2, with_replacement=False):
     gen = itertools.combinations_with_replacement if rep else itertools.combinations
     if r == 0:
         raise C.OpValueError("combinations", "'r' >= 1", "0")
+    n = input.shape[0]
+    count = math.comb(n + r - 1, r) if rep else math.comb(n, r)
+    # the table is count x r ints (itertools itself first allocates r-long buffers)
+    C.output_fits("combinations", (count, r), np.int64)
+    if count == 0:
+        return reshape(getitem(input, builtins.slice(0, 0)), (0, r))
     idx = np.array(list(gen(builtins.range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     if idx.shape[0] == 0:
         return reshape(getitem(input, builtins.slice(0, 0)), (0, r))

@@ -423,8 +423,7 @@ def kl_div(logits, labels, reduction='mean'):
     without a nan in the backward."""
     from .elementwise import div, greater, log, mul, stop_gradient, sub, where
     op = "kl_div"
-    if reduction not in _KL_REDUCTIONS:
-        raise C.OpValueError(op, f"'reduction' in {list(_KL_REDUCTIONS)}", repr(reduction))
+    C.one_of(op, "reduction", reduction, _KL_REDUCTIONS, f"'reduction' in {list(_KL_REDUCTIONS)}")
     N.floating(op, "logits", logits)
     N.floating(op, "labels", labels)
     _same_shape(op, "logits", logits, "labels", labels)

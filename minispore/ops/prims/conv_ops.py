@@ -91,6 +91,8 @@ def _backprop_input_kernel(dy, w, x_shape, stride, pads, dilation, groups):
     n, cin, h, wd = x_shape
     cout, cg, kh, kw = w.shape
     oh, ow = dy.shape[2:]
+    # the padded input the windows scatter into (conv_transpose2d's output comes from stride/padding)
+    C.output_fits("conv2d_backprop_input", (n, cin, h + pads[0] + pads[1], wd + pads[2] + pads[3]), dy.dtype)
     wm = w.reshape(groups, cout // groups, cg * kh * kw)
     dcols = wm.transpose(0, 2, 1) @ dy.reshape(n, groups, cout // groups, oh * ow)   # (N, G, Cg*KH*KW, OH*OW)
     dcols = dcols.reshape(n, cin, kh, kw, oh, ow).transpose(0, 1, 4, 5, 2, 3)
@@ -177,8 +179,7 @@ def conv2d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dila
     groups = C.int_attr(op, "groups", groups, minimum=1)
     pads = Wn.pads4(op, padding)
     mode = pad_mode.lower() if isinstance(pad_mode, str) else pad_mode
-    if mode not in ("valid", "same", "pad"):
-        raise C.OpValueError(op, "pad_mode in ['valid', 'same', 'pad']", repr(pad_mode))
+    C.one_of(op, "pad_mode", mode, ("valid", "same", "pad"), "pad_mode in ['valid', 'same', 'pad']")
     if mode != "pad" and any(pads):
         raise C.OpValueError(op, "padding=0 unless pad_mode='pad'", f"padding={padding!r} with pad_mode={pad_mode!r}")
     if mode == "same":

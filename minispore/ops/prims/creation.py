@@ -65,13 +65,26 @@ def _filled_infer(name):
     return infer
 
 
-_zeros = defprim("zeros", _filled_infer("zeros"), lambda shape, dtype: np.zeros(shape, dtype=dtype.np),
-                 doc="a tensor of zeros")
-_ones = defprim("ones", _filled_infer("ones"), lambda shape, dtype: np.ones(shape, dtype=dtype.np),
-                doc="a tensor of ones")
-_full = defprim("full", _filled_infer("full"),
-                lambda shape, dtype, fill_value: np.full(shape, fill_value, dtype=dtype.np),
-                doc="a tensor filled with one value")
+def _zeros_kernel(shape, dtype):
+    C.output_fits("zeros", shape, dtype)
+    return np.zeros(shape, dtype=dtype.np)
+
+
+def _ones_kernel(shape, dtype):
+    C.output_fits("ones", shape, dtype)
+    return np.ones(shape, dtype=dtype.np)
+
+
+def _full_kernel(shape, dtype, fill_value):
+    C.output_fits("full", shape, dtype)
+    if dtype is mstype.bool_:
+        fill_value = bool(fill_value)              # (any int is a truth value; NumPy wants one in Int64)
+    return np.full(shape, fill_value, dtype=dtype.np)
+
+
+_zeros = defprim("zeros", _filled_infer("zeros"), _zeros_kernel, doc="a tensor of zeros")
+_ones = defprim("ones", _filled_infer("ones"), _ones_kernel, doc="a tensor of ones")
+_full = defprim("full", _filled_infer("full"), _full_kernel, doc="a tensor filled with one value")
 
 
 def zeros(size, dtype=None):
@@ -90,17 +103,39 @@ def full(size, fill_value, *, dtype=None):
     default = fill_value.dtype if isinstance(fill_value, Tensor) else None
     value = _number("full", "fill_value", fill_value)
     dt = _dtype_arg("full", dtype, default or mstype.scalar_dtype(value))
+    _fill_fits("full", dt, value)
     return _full(shape=_size_arg("full", size), dtype=dt, fill_value=value)
+
+
+def _fill_fits(op, dtype, value):
+    """An int fill value must fit an integer dtype: MindSpore would wrap it (-1 as UInt8 is 255),
+    NumPy refuses with OverflowError; minispore says so (as Tensor(300, ms.uint8) does)."""
+    if dtype.kind not in ("int", "uint") or isinstance(value, bool):
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise C.OpValueError(op, f"a finite 'fill_value' for an integer dtype ({dtype})", repr(value))
+    if isinstance(value, int):
+        info = np.iinfo(dtype.np)
+        if not info.min <= value <= info.max:
+            raise C.OpValueError(op, f"'fill_value' within the range of {dtype} [{info.min}, {info.max}]",
+                                 repr(value))
 
 
 def _full_like_infer(x, fill_value, dtype):
     C.tensor("full_like", "input", x)
-    return AbstractTensor(x.shape, x.dtype if dtype is None else dtype)
+    out_dtype = x.dtype if dtype is None else dtype
+    _fill_fits("full_like", out_dtype, fill_value)
+    return AbstractTensor(x.shape, out_dtype)
 
 
-_full_like = defprim("full_like", _full_like_infer,
-                     lambda a, fill_value, dtype: np.full(a.shape, fill_value, dtype=a.dtype if dtype is None
-                                                          else dtype.np),
+def _full_like_kernel(a, fill_value, dtype):
+    np_dtype = a.dtype if dtype is None else dtype.np
+    if np_dtype == np.bool_:
+        fill_value = bool(fill_value)              # (any int is a truth value; NumPy wants one in Int64)
+    return np.full(a.shape, fill_value, dtype=np_dtype)
+
+
+_full_like = defprim("full_like", _full_like_infer, _full_like_kernel,
                      doc="a tensor shaped like the input, filled with one value")
 
 
@@ -112,20 +147,49 @@ def full_like(input, fill_value, *, dtype=None):
 
 # ------------------------------------------------------------------------------------------------
 def _arange_len(start, end, step):
+    if isinstance(start, int) and isinstance(end, int) and isinstance(step, int):
+        return max(0, -((start - end) // step))          # exact ceil((end - start) / step)
     return max(0, math.ceil((end - start) / step))
 
 
+def _as_float_ok(v):
+    try:
+        float(v)
+        return True
+    except OverflowError:
+        return False
+
+
+def _finite_quotient(a, b):
+    try:
+        return math.isfinite(a / b)
+    except OverflowError:
+        return False
+
+
 def _arange_infer(start, end, step, dtype):
+    shown = f"start={start}, end={end}, step={step}"
+    if not all(_as_float_ok(v) for v in (start, end, step)):
+        raise C.OpValueError("arange", "'start', 'end' and 'step' within the float range", shown[:200])
+    if not all(math.isfinite(v) for v in (start, end, step) if isinstance(v, float)):
+        raise C.OpValueError("arange", "finite 'start', 'end' and 'step'", shown)
     if step == 0:
         raise C.OpValueError("arange", "a non-zero 'step'", "0")
     if (step > 0 and start >= end) or (step < 0 and start <= end):
-        raise C.OpValueError("arange", "start < end for step > 0 (start > end for step < 0)",
-                             f"start={start}, end={end}, step={step}")
-    return AbstractTensor((_arange_len(start, end, step),), dtype)
+        raise C.OpValueError("arange", "start < end for step > 0 (start > end for step < 0)", shown)
+    if not isinstance(step, int) and not _finite_quotient(end - start, step):
+        raise C.OpValueError("arange", "a finite number of values (a step not vanishingly small)", shown)
+    n = _arange_len(start, end, step)
+    if isinstance(start, int) and isinstance(step, int) and not all(
+            -2**63 <= v < 2**63 for v in (start, step, start + step * (n - 1))):
+        # (the kernel computes start + step * k exactly in Int64)
+        raise C.OpValueError("arange", "integer values within the Int64 range", shown)
+    return AbstractTensor((n,), dtype)
 
 
 def _arange_kernel(start, end, step, dtype):
     n = _arange_len(start, end, step)
+    C.output_fits("arange", (n,), dtype)
     exact_ints = all(isinstance(v, int) for v in (start, step))
     # integers stay exact in int64; anything else is computed in float64 and rounded once
     k = np.arange(n, dtype=np.int64 if exact_ints else np.float64)
@@ -155,8 +219,12 @@ def _linspace_infer(start, end, steps):
     return AbstractTensor((steps,), mstype.float32)
 
 
-_linspace = defprim("linspace", _linspace_infer,
-                    lambda start, end, steps: np.linspace(start, end, steps, dtype=np.float64),
+def _linspace_kernel(start, end, steps):
+    C.output_fits("linspace", (steps,), np.float64)
+    return np.linspace(start, end, steps, dtype=np.float64)
+
+
+_linspace = defprim("linspace", _linspace_infer, _linspace_kernel,
                     doc="`steps` evenly spaced values from start to end inclusive")
 
 
@@ -180,9 +248,15 @@ def _eye_infer(n, m, dtype):
     return AbstractTensor((n, m), dtype)
 
 
-_eye = defprim("eye", _eye_infer, lambda n, m, dtype: np.eye(n, m, dtype=dtype.np), doc="identity matrix")
+def _eye_kernel(n, m, dtype):
+    C.output_fits("eye", (n, m), dtype)
+    return np.eye(n, m, dtype=dtype.np)
+
+
+_eye = defprim("eye", _eye_infer, _eye_kernel, doc="identity matrix")
 
 
 def eye(n, m=None, dtype=None):
     """`ops.eye(n, m=None, dtype=None)`: an n x m matrix with ones on the diagonal (Float32)."""
-    return _eye(n=n, m=n if m is None else m, dtype=_dtype_arg("eye", dtype, mstype.float32))
+    n = C.plain_ints(n)
+    return _eye(n=n, m=n if m is None else C.plain_ints(m), dtype=_dtype_arg("eye", dtype, mstype.float32))

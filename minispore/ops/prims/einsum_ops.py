@@ -64,6 +64,12 @@ def _parse(equation, shapes):
         ins.append(t)
     sizes = {}
     for i, (t, s) in enumerate(zip(ins, shapes)):
+        own = {}
+        for c, d in zip(t, s):
+            # a subscript repeated within one operand takes a diagonal: its dims must match exactly
+            if own.setdefault(c, d) != d:
+                raise C.OpValueError(op, f"equal dims for the repeated subscript '{c}' of operand {i}",
+                                     f"{own[c]} and {d} (shape {tuple(s)})")
         for c, d in zip(t, s):
             prev = sizes.get(c)
             if prev is None or prev == 1:

@@ -21,8 +21,13 @@ _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a
 
 # ------------------------------------------------------------------------------------------------
 # inference helpers
-def _binary_infer(name, out_dtype=None, float_result=False):
+def _binary_infer(name, out_dtype=None, float_result=False, numeric_only=False):
+    """Broadcast shapes and promote dtypes. An int scalar operand of an op whose result keeps an
+    integer dtype must fit that dtype (see C.int_scalar_fits); comparisons and float-result ops
+    take any int. `numeric_only`: Bool with Bool has no answer (MindSpore has no Bool Sub kernel)."""
     promote, promote_scalar, by_np, float32 = mstype.promote, mstype.promote_scalar, mstype._BY_NP, mstype.float32
+    int_result = out_dtype is None and not float_result
+    fits = C.int_scalar_fits
 
     def infer(x, y):
         tx, ty = type(x), type(y)
@@ -37,6 +42,8 @@ def _binary_infer(name, out_dtype=None, float_result=False):
             xd = by_np[xa.dtype]
             if ty is float or ty is int:
                 shape, dt = xa.shape, promote_scalar(xd, y)
+                if ty is int and int_result and dt.kind != "float":
+                    fits(name, dt, y)
             else:
                 ya = y._data
                 xs, ys, yd = xa.shape, ya.shape, by_np[ya.dtype]
@@ -44,6 +51,8 @@ def _binary_infer(name, out_dtype=None, float_result=False):
                 dt = xd if xd is yd else promote(xd, yd)
             if float_result and dt.kind != "float":
                 dt = float32
+            if numeric_only and dt.kind == "bool":
+                _refuse_bool(name)
             return AbstractTensor(shape, out_dtype or dt)
         xt, yt = isinstance(x, _TENSOR), isinstance(y, _TENSOR)
         if xt and yt:
@@ -53,16 +62,27 @@ def _binary_infer(name, out_dtype=None, float_result=False):
         elif xt:
             C.tensor_or_scalar(name, "other", y)
             shape, dt = x.shape, promote_scalar(x.dtype, y)
+            if int_result:
+                fits(name, dt, y)
         elif yt:
             C.tensor_or_scalar(name, "input", x)
             shape, dt = y.shape, promote_scalar(y.dtype, x)
+            if int_result:
+                fits(name, dt, x)
         else:
             raise C.OpTypeError(name, "at least one Tensor operand",
                                 f"{type(x).__name__} and {type(y).__name__}")
         if float_result and dt.kind != "float":
             dt = float32
+        if numeric_only and dt.kind == "bool":
+            _refuse_bool(name)
         return AbstractTensor(shape, out_dtype or dt)
     return infer
+
+
+def _refuse_bool(name):
+    raise C.OpTypeError(name, "numeric (integer or floating-point) operands; Bool with Bool has no "
+                        "difference (use logical_xor, or cast to an integer dtype first)", "Bool and Bool")
 
 
 def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False, numeric_only=False):
@@ -159,9 +179,15 @@ def _div_kernel(a, b):
         return np.true_divide(a, b)
 
 
+def _is_integral(v):
+    return v.dtype.kind in "biu" if isinstance(v, np.ndarray) else isinstance(v, (int, np.integer, np.bool_))
+
+
 def _pow_kernel(a, b):
-    if isinstance(a, np.ndarray) and a.dtype.kind in "iu" and isinstance(b, (np.ndarray, int)) and np.any(np.asarray(b) < 0):
-        return np.power(a.astype(np.float32), b)
+    # NumPy refuses integers to negative integer powers; compute those in float (the executor
+    # casts back to the inferred integer dtype, as MindSpore's integer Pow truncates)
+    if _is_integral(a) and _is_integral(b) and np.any(np.asarray(b) < 0):
+        return np.power(np.asarray(a, dtype=np.float32), b)
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.power(a, b)
 
@@ -203,7 +229,7 @@ def _mod_kernel(a, b):
 
 
 _add = defprim("add", _binary_infer("add"), np.add, _add_bprop, doc="x + y")
-_sub = defprim("sub", _binary_infer("sub"), np.subtract, _sub_bprop, doc="x - y")
+_sub = defprim("sub", _binary_infer("sub", numeric_only=True), np.subtract, _sub_bprop, doc="x - y")
 _mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y")
 _div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)")
 _pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y")
@@ -253,6 +279,9 @@ def div(input, other, *, rounding_mode=None):
     zero gradient (their result is piecewise constant)."""
     if rounding_mode is None:
         return _div(input, other)
+    if not isinstance(rounding_mode, str):
+        raise C.OpTypeError("div", "'rounding_mode' to be None, 'floor' or 'trunc'",
+                            f"{type(rounding_mode).__name__} {rounding_mode!r}"[:80])
     if rounding_mode == "floor":
         return _floor_div(input, other)
     if rounding_mode == "trunc":
@@ -290,19 +319,40 @@ subtract, multiply, divide, true_divide = sub, mul, div, div
 
 # ------------------------------------------------------------------------------------------------
 # comparisons and logic (not differentiable)
+def _compare(fn):
+    """NumPy compares an integer array with any Python int (NumPy 2 handles ints beyond the dtype),
+    but a Bool array only with one that fits Int64: such an int is compared against the Bool values
+    as integers (0 and 1)."""
+    def kernel(a, b):
+        if type(b) is int and not -2**63 <= b < 2**63 and a.dtype == np.bool_:
+            a = a.astype(np.int64)
+        elif type(a) is int and not -2**63 <= a < 2**63 and b.dtype == np.bool_:
+            b = b.astype(np.int64)
+        return fn(a, b)
+    return kernel
+
+
+def _logical(fn):
+    """A logical op reads only the truth of a Python scalar operand, so take it as a bool (NumPy
+    would first convert it to the tensor's dtype, and refuse an int beyond Int64)."""
+    def kernel(a, b):
+        return fn(a if isinstance(a, np.ndarray) else bool(a), b if isinstance(b, np.ndarray) else bool(b))
+    return kernel
+
+
 def _cmp(name, fn):
     return defprim(name, _binary_infer(name, out_dtype=mstype.bool_), fn, None, doc=f"elementwise {name}")
 
 
-_eq = _cmp("equal", np.equal)
-_ne = _cmp("not_equal", np.not_equal)
-_lt = _cmp("less", np.less)
-_le = _cmp("less_equal", np.less_equal)
-_gt = _cmp("greater", np.greater)
-_ge = _cmp("greater_equal", np.greater_equal)
-_and = _cmp("logical_and", np.logical_and)
-_or = _cmp("logical_or", np.logical_or)
-_xor = _cmp("logical_xor", np.logical_xor)
+_eq = _cmp("equal", _compare(np.equal))
+_ne = _cmp("not_equal", _compare(np.not_equal))
+_lt = _cmp("less", _compare(np.less))
+_le = _cmp("less_equal", _compare(np.less_equal))
+_gt = _cmp("greater", _compare(np.greater))
+_ge = _cmp("greater_equal", _compare(np.greater_equal))
+_and = _cmp("logical_and", _logical(np.logical_and))
+_or = _cmp("logical_or", _logical(np.logical_or))
+_xor = _cmp("logical_xor", _logical(np.logical_xor))
 _not = defprim("logical_not", _unary_infer("logical_not", out_dtype=mstype.bool_), np.logical_not, None)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
-from .creation import _full, _number, _size_arg
+from .creation import _fill_fits, _full, _number, _size_arg
 from .elementwise import add, div, floor_divide, greater, greater_equal, less, less_equal, mul, pow, sub
 from .linalg import matmul
 from .math_extra import floor_mod
@@ -39,7 +39,24 @@ def fill(type, shape, value):
     if not isinstance(type, mstype.DType):
         raise C.OpTypeError("fill", "'type' to be a mindspore dtype (ms.float32, ...)",
                             f"{type.__class__.__name__} {type!r}")
-    return _full(shape=_size_arg("fill", shape), dtype=type, fill_value=_number("fill", "value", value))
+    return _full(shape=_size_arg("fill", shape), dtype=type, fill_value=_cast_value(type, _number("fill", "value", value)))
+
+
+def _cast_value(dtype, value):
+    """`value` converted to `dtype` as a cast does: floats truncate toward zero into integers, and
+    integers wrap around (two's complement) into a narrower integer dtype, 255 into Int8 is -1
+    (NumPy's np.full refuses both). NaN and inf have no integer value: a clear error."""
+    if dtype.kind == "bool":
+        return bool(value)
+    if dtype.kind not in ("int", "uint") or isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise C.OpValueError("fill", f"a finite 'value' for an integer dtype ({dtype})", repr(value))
+        value = int(value)
+    info = np.iinfo(dtype.np)
+    span = int(info.max) - int(info.min) + 1
+    return (int(value) - int(info.min)) % span + int(info.min)
 
 
 def dtype(input):
@@ -55,6 +72,7 @@ def scalar_to_tensor(input_x, dtype=mstype.float32):
                             f"{input_x.__class__.__name__} {input_x!r}")
     if not isinstance(dtype, mstype.DType):
         raise C.OpTypeError("scalar_to_tensor", "'dtype' to be a mindspore dtype", repr(dtype))
+    _fill_fits("scalar_to_tensor", dtype, input_x)
     return _full(shape=(), dtype=dtype, fill_value=input_x)
 
 
@@ -100,6 +118,8 @@ def _tensor_dot_axes(axes, n1, n2):
                             f"{axes.__class__.__name__} {axes!r}")
     if len(pair[0]) != len(pair[1]):
         raise C.OpValueError("tensor_dot", "the two entries of 'axes' to have one length", repr(axes))
+    if (pair[0] and n1 == 0) or (pair[1] and n2 == 0):      # (C.axis lets a 0-d tensor name axis 0)
+        raise C.OpValueError("tensor_dot", "'axes' naming dims the inputs have", f"axes {axes!r} with ranks {n1} and {n2}")
     a1 = [C.axis("tensor_dot", a, n1) for a in pair[0]]
     a2 = [C.axis("tensor_dot", a, n2) for a in pair[1]]
     if len(set(a1)) != len(a1) or len(set(a2)) != len(a2):

@@ -683,8 +683,7 @@ def _ifa_infer(q, k, v, attn_mask, actual_seq_lengths, pse_shift, antiquant_scal
         raise C.OpValueError(op, "'inner_precise' in (0, 1)", repr(inner_precise))
     if num_kv_splits is not None:
         _int(op, "num_kv_splits", num_kv_splits, 1)
-    if input_layout not in ("BSH", "BNSD"):
-        raise C.OpValueError(op, "'input_layout' in ('BSH', 'BNSD')", repr(input_layout))
+    C.one_of(op, "input_layout", input_layout, ("BSH", "BNSD"), "'input_layout' in ('BSH', 'BNSD')")
     C.floating(op, "query", q)
     b, n1, s1, d = _layout_dims(op, "query", q, input_layout, heads=num_heads)
     if s1 != 1:

@@ -115,7 +115,7 @@ def _rope_infer(x, cos, sin, mode):
         C.floating(_ROPE, arg, t)
         if t.dtype is not x.dtype:
             raise C.OpTypeError(_ROPE, f"'{arg}' with the dtype of 'x' ({x.dtype})", str(t.dtype))
-        if len(t.shape) > len(x.shape) or C.broadcast(_ROPE, tuple(x.shape), tuple(t.shape)) != tuple(x.shape) \
+        if len(t.shape) == 0 or len(t.shape) > len(x.shape) or C.broadcast(_ROPE, tuple(x.shape), tuple(t.shape)) != tuple(x.shape) \
                 or t.shape[-1] != x.shape[-1]:
             raise C.OpValueError(_ROPE, f"'{arg}' broadcastable to x's shape {tuple(x.shape)} with the full head dim",
                                  f"shape {tuple(t.shape)}")

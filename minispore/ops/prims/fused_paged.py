@@ -153,7 +153,7 @@ def _pa_infer(query, key_cache, value_cache, block_tables, context_lens, antiqua
     hn = C.int_attr(_PA, "head_num", head_num, 1)
     C.float_attr(_PA, "scale_value", scale_value)
     kvh = C.int_attr(_PA, "kv_head_num", kv_head_num, 0)
-    if kv_cache_quant_mode != "DEFAULT":
+    if not isinstance(kv_cache_quant_mode, str) or kv_cache_quant_mode != "DEFAULT":
         raise C.OpValueError(_PA, "kv_cache_quant_mode 'DEFAULT' (per-channel antiquant; 'PERTOKEN' is not "
                                   "supported)", repr(kv_cache_quant_mode))
     C.floating(_PA, "query", query)
@@ -251,7 +251,7 @@ def paged_attention(query, key_cache, value_cache, block_tables, context_lens, a
     if attn_mask is not None or alibi_mask is not None:
         raise C.OpValueError(_PA, "'attn_mask' and 'alibi_mask' None (masking is causal from the context lengths; "
                                   "custom masks are not supported by minispore)", "a mask")
-    if mask_mode != "MASK_DEFAULT":
+    if not isinstance(mask_mode, str) or mask_mode != "MASK_DEFAULT":
         raise C.OpValueError(_PA, "mask_mode 'MASK_DEFAULT'", repr(mask_mode))
     if mla_v_dim != 0:
         raise C.OpValueError(_PA, "mla_v_dim 0 (multi-head latent attention is not supported)", repr(mla_v_dim))

@@ -313,7 +313,7 @@ def matmul_allreduce(input, x2, group="hccl_world_group", reduce_op="sum", *, bi
     """
     if not isinstance(group, str) or not group:
         raise C.OpTypeError(_MAR, "'group' as a communication group name (str)", repr(group))
-    if reduce_op != "sum":
+    if not isinstance(reduce_op, str) or reduce_op != "sum":
         raise C.OpValueError(_MAR, "reduce_op 'sum'", repr(reduce_op))
     C.int_attr(_MAR, "comm_turn", comm_turn, 0)
     return _matmul_allreduce(input, x2, bias, trans_input=trans_input, trans_x2=trans_x2)

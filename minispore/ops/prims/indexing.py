@@ -42,7 +42,7 @@ from ...common.tensor import Tensor, _wrap
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
 from .elementwise import select_kernel
-from ._indexspec import is_basic, normalize, result_shape, to_numpy, value_fits
+from ._indexspec import IndexInput, is_basic, normalize, result_shape, to_numpy, value_fits
 
 __all__ = ["getitem", "setitem", "gather", "gather_elements", "gather_d", "index_select", "scatter",
            "masked_fill", "one_hot", "embedding"]
@@ -102,13 +102,38 @@ def _getitem_infer(x, *index_tensors, spec):
     return AbstractTensor(result_shape("getitem", x.shape, spec, [t.shape for t in index_tensors]), x.dtype)
 
 
+def _index_out_of_range(op, shape, spec, arrays):
+    """The error for an index value outside its dim, found by walking the spec (which dim each
+    entry indexes) rather than passing NumPy's message on. Inference sees only index *shapes*, so
+    the kernel is where a value can be found out of range."""
+    n_indexing = sum(1 for e in spec if e is not None and e is not Ellipsis)
+    dim = 0
+    for e in spec:
+        if e is Ellipsis:
+            dim += len(shape) - n_indexing
+            continue
+        if e is None:
+            continue
+        if dim < len(shape):
+            n = shape[dim]
+            values = arrays[e.position] if type(e) is IndexInput else (e if type(e) is int else None)
+            if values is not None:
+                arr = np.asarray(values)
+                if arr.size and (int(arr.min()) < -n or int(arr.max()) >= n):
+                    bad = int(arr.min()) if int(arr.min()) < -n else int(arr.max())
+                    return C.OpIndexError(op, f"index values in [{-n}, {n}) for dim {dim} (of size {n}) of a "
+                                          f"tensor of shape {tuple(shape)}", str(bad))
+        dim += 1
+    return C.OpIndexError(op, f"index values within the shape {tuple(shape)}", "an index outside it")
+
+
 def _getitem_kernel(a, *index_arrays, spec):
     if not index_arrays:
         return a[to_numpy(spec, ())]            # a view
     try:
         return a[to_numpy(spec, index_arrays)]
-    except IndexError as e:
-        raise C.OpIndexError("getitem", f"index values within the shape {a.shape}", str(e)) from None
+    except IndexError:
+        raise _index_out_of_range("getitem", a.shape, spec, index_arrays) from None
 
 
 def _getitem_bprop(inputs, out, dout, spec):
@@ -155,6 +180,7 @@ def getitem(x, index):
 def _setitem_infer(x, value, *index_tensors, spec):
     C.tensor("setitem", "input", x)
     C.tensor_or_scalar("setitem", "value", value)
+    C.number_fits("setitem", "value", x.dtype, value)
     for t in index_tensors:
         _int_indices("setitem", "index", t)
     region = result_shape("setitem", x.shape, spec, [t.shape for t in index_tensors])
@@ -166,10 +192,12 @@ def _setitem_infer(x, value, *index_tensors, spec):
 
 def _write(a, value, index_arrays, spec):
     """x[index] = value on an ndarray, with minispore errors."""
+    if a.dtype == np.bool_ and isinstance(value, numbers.Number):
+        value = bool(value)                     # (any number has a truth value; NumPy wants one in Int64)
     try:
         a[to_numpy(spec, index_arrays)] = value
-    except IndexError as e:
-        raise C.OpIndexError("setitem", f"index values within the shape {a.shape}", str(e)) from None
+    except IndexError:
+        raise _index_out_of_range("setitem", a.shape, spec, index_arrays) from None
 
 
 def _setitem_kernel(a, value, *index_arrays, spec):
@@ -497,6 +525,9 @@ def _masked_fill_infer(x, mask, value):
     if isinstance(value, _TENSOR):
         if len(value.shape) != 0:
             raise C.OpValueError("masked_fill", "'value' as a number or a 0-d Tensor", f"shape {tuple(value.shape)}")
+    elif type(value) is int and not -2**63 <= value < 2**64:
+        # (NumPy converts the value to an array first, as Int64 or UInt64)
+        raise C.OpValueError("masked_fill", "an int 'value' within [-2**63, 2**64)", repr(value))
     return AbstractTensor(shape, x.dtype)
 
 
@@ -538,6 +569,8 @@ def _scalar_value_dtype(op, arg, v):
         return v.dtype
     if isinstance(v, bool) or not isinstance(v, numbers.Real):
         raise C.OpTypeError(op, f"'{arg}' as an int, a float or a 0-d Tensor", f"{type(v).__name__} {v!r}")
+    if type(v) is int and not -2**63 <= v < 2**63:
+        raise C.OpValueError(op, f"an int '{arg}' within the Int64 range", repr(v))
     return mstype.scalar_dtype(v)
 
 
@@ -555,6 +588,8 @@ def _one_hot_infer(indices, on_value, off_value, depth, axis):
 
 
 def _one_hot_kernel(indices, on_value, off_value, depth, axis):
+    C.output_fits("one_hot", (depth,), np.int64)                    # np.arange(depth)
+    C.output_fits("one_hot", indices.shape + (depth,), np.float64)
     hot = indices[..., None] == np.arange(depth)       # out-of-range indices give an all-off row
     out = np.where(hot, np.asarray(on_value), np.asarray(off_value))
     if axis != -1:
@@ -568,7 +603,7 @@ _one_hot = defprim("one_hot", _one_hot_infer, _one_hot_kernel, None, doc="one-ho
 def one_hot(indices, depth, on_value=1, off_value=0, axis=-1):
     """`ops.one_hot(indices, depth, on_value=1, off_value=0, axis=-1)`: the output has on_value's dtype
     (a Python int gives Int64, a float Float32); indices outside [0, depth) give an all-off row."""
-    return _one_hot(indices, on_value, off_value, depth=depth, axis=axis)
+    return _one_hot(indices, on_value, off_value, depth=C.plain_ints(depth), axis=C.plain_ints(axis))
 
 
 # ------------------------------------------------------------------------------------------------

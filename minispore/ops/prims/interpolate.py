@@ -67,6 +67,9 @@ def _matrices(x_shape, size, mode, align_corners, dtype=np.float64):
 
 
 def _kernel(a, size=(), mode="nearest", align_corners=False):
+    C.output_fits("interpolate", a.shape[:2] + tuple(size), np.float64)
+    for n_in, n_out in zip(a.shape[2:], size):        # (the dense sampling matrices come first)
+        C.output_fits("interpolate", (n_out, n_in), np.float64)
     x = upcast_half(a)
     mats = _matrices(a.shape, size, mode, align_corners, x.dtype)
     if len(mats) == 1:
@@ -111,8 +114,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if mode in _NOT_YET:
         raise C.OpValueError("interpolate", "mode 'nearest', 'linear' or 'bilinear' (minispore has no "
                              f"'{mode}' yet)", repr(mode))
-    if mode not in _MODES:
-        raise C.OpValueError("interpolate", "'mode' in ['nearest', 'linear', 'bilinear']", repr(mode))
+    C.one_of("interpolate", "mode", mode, tuple(_MODES), "'mode' in ['nearest', 'linear', 'bilinear']")
     ndim = len(input.shape)
     if ndim not in _MODES[mode]:
         raise C.OpValueError("interpolate", f"a {' or '.join(f'{d}-D' for d in _MODES[mode])} input for mode '{mode}'",

@@ -48,15 +48,32 @@ def _matrix(op, arg, x, square=True):
     return tuple(x.shape)
 
 
-def _lapack(op, fn):
+# What LAPACK's refusals mean, in minispore's words: (words in NumPy's message, expected, got)
+_LINALG_REFUSALS = (
+    ("singular", "invertible (non-singular) matrices", "a singular matrix"),
+    ("positive definite", "symmetric positive-definite matrices", "a matrix that is not positive definite"),
+    ("converge", "matrices whose decomposition converges", "one whose iteration did not converge"),
+)
+
+
+def _lapack(op, fn, finite_only=False):
     """Run a NumPy/SciPy linear-algebra call; a LinAlgError (a singular or indefinite matrix: a
-    property of the values, which inference cannot see) becomes a minispore error naming the op."""
+    property of the values, which inference cannot see) becomes a minispore error naming the op.
+
+    `finite_only` (the SVD-based kernels): refuse NaN/inf entries first. LAPACK's SVD may never
+    return on a matrix with inf (dbdsqr loops), and no alarm can interrupt a C call."""
     def kernel(*args, **attrs):
         arrays = [upcast_half(a) if isinstance(a, np.ndarray) else a for a in args]
+        if finite_only and not all(np.isfinite(a).all() for a in arrays if isinstance(a, np.ndarray)):
+            raise C.OpValueError(op, "finite matrix entries (an SVD of NaN or inf does not converge)",
+                                 "NaN or inf entries")
         try:
             return fn(*arrays, **attrs)
         except np.linalg.LinAlgError as e:
-            raise C.OpValueError(op, "a matrix the decomposition applies to", f"LinAlgError: {e}") from None
+            text = str(e).lower()
+            expected, got = next(((x, g) for key, x, g in _LINALG_REFUSALS if key in text),
+                                 ("a matrix the decomposition applies to", "one LAPACK could not factor"))
+            raise C.OpValueError(op, expected, got) from None
     return kernel
 
 
@@ -179,7 +196,7 @@ def _pinv_bprop(inputs, out, dout, atol=None, rtol=None, hermitian=False):
     return (add(add(term1, term2), term3),)
 
 
-_pinv = defprim("pinv", _pinv_infer, _lapack("pinv", _pinv_kernel), _pinv_bprop,
+_pinv = defprim("pinv", _pinv_infer, _lapack("pinv", _pinv_kernel, finite_only=True), _pinv_bprop,
                 doc="Moore-Penrose pseudo-inverse")
 
 
@@ -231,7 +248,7 @@ def cholesky_inverse(input_x, upper=False):
     U^T U when upper). A composite: inverse of the reassembled matrix."""
     _matrix("cholesky_inverse", "input_x", input_x)
     f = input_x
-    a = matmul(swap_last(f), f) if upper else matmul(f, swap_last(f))
+    a = matmul(swap_last(f), f) if C.bool_attr("cholesky_inverse", "upper", upper) else matmul(f, swap_last(f))
     return inverse(a)
 
 
@@ -251,8 +268,7 @@ def cholesky_solve(input, input2, upper=False):
 # qr
 def _qr_infer(x, mode="reduced"):
     s = _matrix("qr", "input", x, square=False)
-    if mode not in ("reduced", "complete"):
-        raise C.OpValueError("qr", "mode 'reduced' or 'complete'", repr(mode))
+    C.one_of("qr", "mode", mode, ("reduced", "complete"), "mode 'reduced' or 'complete'")
     m, n = s[-2], s[-1]
     k = min(m, n) if mode == "reduced" else m
     return (AbstractTensor(s[:-2] + (m, k), x.dtype), AbstractTensor(s[:-2] + (k, n), x.dtype))
@@ -353,7 +369,7 @@ def _eye_n(n, like):
     return Tensor(np.eye(n, dtype=like.dtype.np))
 
 
-_svd = defprim("svd", _svd_infer, _lapack("svd", _svd_kernel), _svd_bprop, doc="singular value decomposition")
+_svd = defprim("svd", _svd_infer, _lapack("svd", _svd_kernel, finite_only=True), _svd_bprop, doc="singular value decomposition")
 
 
 def svd(input, full_matrices=False, compute_uv=True):

@@ -124,6 +124,8 @@ def _addmm_infer(x, a, b, beta=1, alpha=1):
     _numeric("addmm", "input", x)
     _same_dtype("addmm", x, a, ("input", "mat1"))
     _check_broadcasts_to("addmm", "input", x, shape, "the product's shape")
+    C.int_scalar_fits("addmm", x.dtype, beta)          # (an int scale keeps an integer dtype)
+    C.int_scalar_fits("addmm", a.dtype, alpha)
     return AbstractTensor(shape, a.dtype)
 
 

@@ -33,6 +33,7 @@ import numbers
 
 import numpy as np
 
+from ...common import dtype as mstype
 from ...common.errors import OpIndexError
 from .. import _check as C
 from ..primitive import AbstractTensor, defprim
@@ -45,9 +46,7 @@ _REDUCTIONS = ("none", "mean", "sum")
 # =================================================================================================
 # argument checks shared by the inference rules
 def _reduction(op, reduction):
-    if reduction not in _REDUCTIONS:
-        raise C.OpValueError(op, f"'reduction' in {list(_REDUCTIONS)}", repr(reduction))
-    return reduction
+    return C.one_of(op, "reduction", reduction, _REDUCTIONS, f"'reduction' in {list(_REDUCTIONS)}")
 
 
 def _class_dim(shape):
@@ -274,7 +273,7 @@ def _ce_kernel(x, target, weight, ignore_index, reduction, label_smoothing):
     n_classes = x2.shape[1]
     out_shape = _without_class_dim(x.shape)
     ls = label_smoothing
-    if target.dtype.kind == "f":
+    if mstype._BY_NP[target.dtype].is_floating:          # (BFloat16 is NumPy kind 'V', not 'f')
         c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
         per = _row_sums(c) * lse - np.einsum("ij,ij->i", c, x2)          # -sum_j c_j * logp_j
         return _reduce_rows(per, x2.shape[0], reduction, out_shape)
@@ -303,7 +302,7 @@ def _ce_grad_kernel(dout, x, target, weight, ignore_index, reduction, label_smoo
     n_classes = x2.shape[1]
     d = _dout_rows(dout, reduction, dt)
     ls = label_smoothing
-    if target.dtype.kind == "f":
+    if mstype._BY_NP[target.dtype].is_floating:          # (BFloat16 is NumPy kind 'V', not 'f')
         c = _prob_coeffs(_to_rows(target, x.ndim), weight, ls, n_classes, dt)
         if reduction == "mean":
             d = d / x2.shape[0]

@@ -35,8 +35,14 @@ def _half_safe(fn):
     (log of 0, acosh below 1 and friends give inf/nan by design, as in MindSpore)."""
     def kernel(*arrays):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            return fn(*[upcast_half(a) if isinstance(a, np.ndarray) else a for a in arrays])
+            return fn(*[upcast_half(a) if isinstance(a, np.ndarray) else _as_number(a) for a in arrays])
     return kernel
+
+
+def _as_number(v):
+    """A Python int beyond Int64 as the float it stands for (a float-valued op's weak scalar; NumPy
+    would make it an object array, which its math functions refuse)."""
+    return float(v) if type(v) is int and not -2**63 <= v < 2**63 else v
 
 
 def _float_unary(name, fn, bprop, doc):

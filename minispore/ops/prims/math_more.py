@@ -15,6 +15,7 @@ minispore ops.
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -341,14 +342,26 @@ def ldexp(x, other):
 
 # ------------------------------------------------------------------------------------------------
 # clipping (composites)
+def _int_bound(v, dtype):
+    """A float bound for an integer tensor, truncated; inf saturates to the dtype's extreme (NaN has
+    no integer value)."""
+    if not isinstance(v, float):
+        return v
+    if v != v:
+        raise C.OpValueError("clip_by_value", f"a bound that is a number (not NaN) for a {dtype} tensor", repr(v))
+    if v in (math.inf, -math.inf):
+        info = np.iinfo(dtype.np)
+        return int(info.max) if v > 0 else int(info.min)
+    return int(v)
+
+
 def _clip_one(x, lo, hi):
     C.tensor("clip_by_value", "x", x)
     for arg, v in (("clip_value_min", lo), ("clip_value_max", hi)):
         if v is not None and not C.is_tensor(v) and not _is_real(v):
             raise C.OpTypeError("clip_by_value", f"'{arg}' to be a number, a Tensor or None", type(v).__name__)
     if x.dtype.kind in _INTS:          # float bounds on an integer tensor are truncated, as in MindSpore
-        lo = int(lo) if isinstance(lo, float) else lo
-        hi = int(hi) if isinstance(hi, float) else hi
+        lo, hi = _int_bound(lo, x.dtype), _int_bound(hi, x.dtype)
     return clamp(x, lo, hi)
 
 

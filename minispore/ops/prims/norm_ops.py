@@ -659,6 +659,8 @@ def _group_norm_infer(x, weight, bias, num_groups, eps):
 
 
 def _group_norm_kernel(x, weight, bias, num_groups, eps):
+    if x.size == 0:                 # nothing to normalize (the group statistics would be num_groups wide)
+        return np.empty_like(x)
     v = _gn_view(x.shape, num_groups)
     # the view puts the per-channel parameters in (1, G, C/G, 1): reshape them the same way
     return _normalize_kernel(v, x, weight, bias, eps)[0]
@@ -676,6 +678,9 @@ def _group_norm_grad_infer(dy, x, weight, num_groups, eps):
 
 
 def _group_norm_grad_kernel(dy, x, weight, num_groups, eps):
+    if x.size == 0:
+        wdt = weight.dtype if weight is not None else x.dtype
+        return np.zeros_like(x), np.zeros(x.shape[1], wdt), np.zeros(x.shape[1], wdt)
     return _normalize_grad_kernel(_gn_view(x.shape, num_groups), dy, x, weight, eps)
 
 

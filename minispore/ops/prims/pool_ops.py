@@ -307,6 +307,8 @@ def _adaptive_avg_infer(x, out_hw):
 
 def _adaptive_avg_kernel(x, out_hw):
     h, w = x.shape[-2:]
+    C.output_fits("adaptive_avg_pool2d", x.shape[:-2] + tuple(out_hw), x.dtype)
+    C.output_fits("adaptive_avg_pool2d", (max(out_hw), max(h, w)), np.float64)   # (the averaging matrices)
     if out_hw == (1, 1):                            # global average pooling (ResNet's head): one reduction
         return x.mean(axis=(-2, -1), keepdims=True, dtype=np.float32 if x.dtype.itemsize < 4 else None)
     cdt = np.float32 if x.dtype.itemsize < 4 else x.dtype
@@ -360,6 +362,9 @@ def _adaptive_max_infer(x, out_hw):
     Wn.check_nchw(op, "input", x)
     if not x.dtype.is_floating:
         raise C.OpTypeError(op, "'input' with a floating dtype", str(x.dtype))
+    if x.shape[-2] == 0 or x.shape[-1] == 0:
+        raise C.OpValueError(op, "an input with non-empty H and W (a window needs an element to take the max of)",
+                             f"shape {tuple(x.shape)}")
     shape = tuple(x.shape[:2]) + tuple(out_hw)
     return AbstractTensor(shape, x.dtype), AbstractTensor(shape, mstype.int64)
 
@@ -367,13 +372,16 @@ def _adaptive_max_infer(x, out_hw):
 def _adaptive_max_kernel(x, out_hw):
     n, c, h, w = x.shape
     oh, ow = out_hw
+    C.output_fits("adaptive_max_pool2d", (n, c, oh, ow), np.float64)
+    if n * c == 0:                              # no planes: nothing to pool (and no windows to walk)
+        return np.empty((n, c, oh, ow), x.dtype), np.empty((n, c, oh, ow), np.int64)
     hs, he = adaptive_bounds(h, oh)
     ws, we = adaptive_bounds(w, ow)
     y = np.empty((n, c, oh, ow), x.dtype)
     idx = np.empty((n, c, oh, ow), np.int64)
     for i in range(oh):                         # one vectorized argmax per output cell
         for j in range(ow):
-            win = x[:, :, hs[i]:he[i], ws[j]:we[j]].reshape(n, c, -1)
+            win = x[:, :, hs[i]:he[i], ws[j]:we[j]].reshape(n, c, (he[i] - hs[i]) * (we[j] - ws[j]))
             a = win.argmax(axis=-1)
             y[:, :, i, j] = np.take_along_axis(win, a[..., None], axis=-1)[..., 0]
             kw = we[j] - ws[j]

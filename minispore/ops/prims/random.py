@@ -43,7 +43,10 @@ def _seed_arg(op, seed):
 
 def _shape_arg(op, shape):
     if isinstance(shape, Tensor):
-        shape = tuple(int(s) for s in shape.asnumpy().reshape(-1))
+        if shape.dtype.kind not in ("int", "uint") or shape.ndim > 1:
+            raise C.OpTypeError(op, "a shape as a tuple of ints or a 1-D integer Tensor",
+                                f"a {shape.dtype} Tensor of shape {shape.shape}")
+        shape = tuple(shape.asnumpy().reshape(-1).tolist())
     shape = C.shape_arg(op, shape)
     if any(s < 0 for s in shape):
         raise C.OpValueError(op, "non-negative sizes", repr(shape))
@@ -91,6 +94,18 @@ def _uniform_infer(minval, maxval, shape, dtype, seed):
 def _uniform_kernel(minval, maxval, shape, dtype, seed):
     g = _generator(seed)
     lo, hi = np.asarray(minval, dtype=np.float64), np.asarray(maxval, dtype=np.float64)
+    shape = C.broadcast("uniform", tuple(shape), lo.shape, hi.shape)     # (what inference said)
+    C.output_fits("uniform", shape, dtype)
+    if np.isnan(lo).any() or np.isnan(hi).any():
+        raise C.OpValueError("uniform", "'minval' and 'maxval' that are numbers, not NaN",
+                             f"minval={minval}, maxval={maxval}"[:120])
+    with np.errstate(over="ignore", invalid="ignore"):
+        span_finite = np.isfinite(hi - lo).all()
+    if dtype.is_floating and not span_finite:
+        raise C.OpValueError("uniform", "bounds whose range maxval - minval is finite",
+                             f"minval={minval}, maxval={maxval}"[:120])
+    if not dtype.is_floating and not (np.isfinite(lo).all() and np.isfinite(hi).all()):
+        raise C.OpValueError("uniform", "finite bounds for an integer dtype", f"minval={minval}, maxval={maxval}"[:120])
     if np.any(lo > hi) or (not dtype.is_floating and np.any(lo >= hi)):
         raise C.OpValueError("uniform", "minval < maxval", f"minval={minval}, maxval={maxval}")
     if dtype.is_floating:
@@ -139,6 +154,7 @@ def _normal_infer(mean, stddev, shape, dtype, seed):
 
 def _normal_kernel(mean, stddev, shape, dtype, seed):
     g = _generator(seed)
+    C.output_fits("normal", C.broadcast("normal", tuple(shape), np.shape(mean), np.shape(stddev)), dtype)
     if np.any(np.asarray(stddev) < 0):
         raise C.OpValueError("normal", "a non-negative 'stddev'", str(stddev))
     z = g.standard_normal(shape, dtype=np.float64 if dtype is mstype.float64 else np.float32)
@@ -210,6 +226,7 @@ def _multinomial_infer(x, num_samples, replacement, seed):
 
 def _multinomial_kernel(x, num_samples, replacement, seed):
     g = _generator(seed)
+    C.output_fits("multinomial", x.shape[:-1] + (num_samples,), np.int64)
     p = np.atleast_2d(x).astype(np.float64)
     if not np.all(np.isfinite(p)) or np.any(p < 0):
         raise C.OpValueError("multinomial", "finite, non-negative probabilities", "negative, inf or nan entries")
@@ -244,5 +261,5 @@ _multinomial = defprim("multinomial", _multinomial_infer, _multinomial_kernel,
 def multinomial(input, num_samples, replacement=True, seed=None):
     """`ops.multinomial(input, num_samples, replacement=True, seed=None)`: for each row of
     non-negative weights (they need not sum to 1), `num_samples` category indices (Int64)."""
-    return _multinomial(input, num_samples=num_samples, replacement=replacement,
+    return _multinomial(input, num_samples=C.plain_ints(num_samples), replacement=C.plain_ints(replacement),
                         seed=_seed_arg("multinomial", seed))

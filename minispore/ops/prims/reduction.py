@@ -24,6 +24,8 @@ def reduced_shape(shape, axes, keep_dims):
 def _reduce_infer(name, float_result=False, int_to_int64=False):
     def infer(x, axis=(), keep_dims=False):
         C.tensor(name, "input", x)
+        if keep_dims is not False and keep_dims is not True:
+            C.bool_attr(name, "keep_dims", keep_dims)
         axes = C.axes(name, axis, len(x.shape))
         dt = x.dtype
         if float_result and dt.kind != "float":
@@ -89,23 +91,23 @@ def _norm_axis(axis):
 
 def reduce_sum(input, axis=(), keep_dims=False):
     """Sum over `axis` (None or () = all axes). Integer/bool inputs sum to Int64."""
-    return _sum(input, axis=_norm_axis(axis), keep_dims=keep_dims)
+    return _sum(input, axis=_norm_axis(axis), keep_dims=C.bool_attr("reduce_sum", "keep_dims", keep_dims))
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     """`ops.sum(input, dim=None, keepdim=False, *, dtype=None)`."""
     from .elementwise import cast
-    out = _sum(input, axis=_norm_axis(dim), keep_dims=keepdim)
+    out = _sum(input, axis=_norm_axis(dim), keep_dims=C.bool_attr("sum", "keepdim", keepdim))
     return cast(out, dtype) if dtype is not None else out
 
 
 def reduce_mean(input, axis=(), keep_dims=False):
-    return _mean(input, axis=_norm_axis(axis), keep_dims=keep_dims)
+    return _mean(input, axis=_norm_axis(axis), keep_dims=C.bool_attr("reduce_mean", "keep_dims", keep_dims))
 
 
 def mean(input, axis=None, keep_dims=False):
     """`ops.mean(input, axis=None, keep_dims=False)`; integer inputs give Float32."""
-    return _mean(input, axis=_norm_axis(axis), keep_dims=keep_dims)
+    return _mean(input, axis=_norm_axis(axis), keep_dims=C.bool_attr("mean", "keep_dims", keep_dims))
 
 
 __all__ = ['mean', 'reduce_mean', 'reduce_sum', 'sum']

@@ -90,6 +90,10 @@ def _extreme_infer(name):
         axes = _axes_of(name, axis, len(x.shape))
         if initial is None and builtins.any(x.shape[a] == 0 for a in axes):
             raise C.OpValueError(name, "a non-empty reduced axis, or 'initial'", f"input shape {tuple(x.shape)}")
+        if initial is not None:
+            if isinstance(initial, (bool, np.bool_)) or not isinstance(initial, numbers.Real):
+                raise C.OpTypeError(name, "'initial' to be a number", f"{type(initial).__name__} {initial!r}"[:80])
+            C.number_fits(name, "initial", x.dtype, initial)
         return AbstractTensor(reduced_shape(x.shape, axes, keep_dims), x.dtype)
     return infer
 
@@ -436,7 +440,10 @@ _std = defprim("reduce_std", _moment_infer("std"), _std_kernel, _std_bprop, doc=
 def _ddof_arg(op, ddof):
     if isinstance(ddof, (bool, np.bool_)):
         return int(ddof)                       # MindSpore accepts a bool: True = unbiased (ddof=1)
-    return C.int_attr(op, "ddof", ddof, minimum=0)
+    ddof = C.int_attr(op, "ddof", ddof, minimum=0)
+    if ddof >= 2**63:                          # (NumPy takes a C long; any ddof >= N gives inf/nan anyway)
+        raise C.OpValueError(op, "'ddof' below 2**63", repr(ddof))
+    return ddof
 
 
 def var(input, axis=None, ddof=0, keepdims=False):

@@ -106,6 +106,8 @@ def _cum_extreme_kernel(better_or_tie):
         x = np.moveaxis(a, axis, -1)
         vals = np.empty_like(x)
         idx = np.empty(x.shape, dtype=np.int64)
+        if x.shape[-1] == 0:                       # nothing along the axis: empty results
+            return np.moveaxis(vals, -1, axis), np.moveaxis(idx, -1, axis)
         best, at = x[..., 0].copy(), np.zeros(x.shape[:-1], dtype=np.int64)
         for i in range(x.shape[-1]):               # one vectorized step per position on the axis
             take = better_or_tie(x[..., i], best) | np.isnan(x[..., i]) if x.dtype.kind == "f" else \
@@ -145,7 +147,7 @@ def cummin(input, axis):
 # count_nonzero / nansum (compositions)
 def _axis_tuple(op, axis, ndim):
     axis = C.plain_ints(axis)
-    if axis is None or axis == ():
+    if axis is None or (type(axis) is tuple and not axis):
         return tuple(range(ndim))
     return C.axes(op, axis, ndim)
 
@@ -186,7 +188,10 @@ def _searchsorted_kernel(seq, values, right=False, out_dtype=mstype.int64):
     side = "right" if right else "left"
     if seq.ndim == 1:
         return np.searchsorted(seq, values, side=side)
-    rows_s, rows_v = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
+    rows = int(np.prod(seq.shape[:-1], dtype=np.int64))          # (explicit: -1 is ambiguous for size 0)
+    rows_s, rows_v = seq.reshape(rows, seq.shape[-1]), values.reshape(rows, values.shape[-1])
+    if rows_s.shape[0] == 0:                      # no rows: no insertion points
+        return np.zeros(values.shape, np.int64)
     out = np.stack([np.searchsorted(s, v, side=side) for s, v in zip(rows_s, rows_v)])
     return out.reshape(values.shape)
 
@@ -200,8 +205,7 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
     sorter=None)`: for each value, the index where it would be inserted to keep the (last dim of)
     sorted_sequence sorted; `right=True` / side='right' puts it after equal entries. Int64 indices
     (Int32 with out_int32=True). `sorter` (indices that sort the sequence) is applied first."""
-    if side not in (None, "left", "right"):
-        raise C.OpValueError("searchsorted", "'side' to be None, 'left' or 'right'", repr(side))
+    C.one_of("searchsorted", "side", side, (None, "left", "right"), "'side' to be None, 'left' or 'right'")
     if side is not None:
         if right and side == "left":
             raise C.OpValueError("searchsorted", "'side' consistent with 'right'", "right=True, side='left'")
@@ -210,6 +214,17 @@ def searchsorted(sorted_sequence, values, *, out_int32=False, right=False, side=
         from .sorting import gather_along_axis
         C.tensor("searchsorted", "sorter", sorter)
         C.tensor("searchsorted", "sorted_sequence", sorted_sequence)
+        if len(sorted_sequence.shape) == 0:
+            raise C.OpValueError("searchsorted", "a 'sorted_sequence' of rank >= 1", "a 0-d tensor")
+        C.integer("searchsorted", "sorter", sorter)
+        if tuple(sorter.shape) != tuple(sorted_sequence.shape):
+            raise C.OpValueError("searchsorted", f"a 'sorter' of the sequence's shape {tuple(sorted_sequence.shape)}",
+                                 f"shape {tuple(sorter.shape)}")
+        n = sorted_sequence.shape[-1]
+        s = sorter.asnumpy()
+        if s.size and (int(s.min()) < 0 or int(s.max()) >= n):
+            raise C.OpIndexError("searchsorted", f"'sorter' values in [0, {n})",
+                                 str(int(s.min()) if int(s.min()) < 0 else int(s.max())))
         sorted_sequence = gather_along_axis(sorted_sequence, sorter, len(sorted_sequence.shape) - 1)
     return _searchsorted(sorted_sequence, values, right=_bool("searchsorted", "right", right),
                          out_dtype=mstype.int32 if _bool("searchsorted", "out_int32", out_int32) else mstype.int64)
@@ -239,6 +254,10 @@ def bincount(input, weights=None, minlength=0):
             raise C.OpValueError("bincount", f"'weights' of input's shape {tuple(input.shape)}",
                                  f"shape {tuple(weights.shape)}")
         w = weights.asnumpy().astype(np.float64)
+    # one bin per value up to the largest: refuse a huge largest value before NumPy sizes the output
+    # (np.bincount of a value near 2**63 overflows that size and corrupts the heap)
+    n_bins = max(int(a.max()) + 1 if a.size else 0, minlength)
+    C.output_fits("bincount", (n_bins,), np.float64)
     return Tensor(np.bincount(a, weights=w, minlength=minlength).astype(np.float32))
 
 

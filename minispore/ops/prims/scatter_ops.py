@@ -143,7 +143,7 @@ def _tensor_scatter_infer(x, indices, updates, reduction="update"):
     if tuple(updates.shape) != want:
         raise C.OpValueError(op, f"'updates' of shape indices.shape[:-1] + input_x.shape[K:] = {want}",
                              f"shape {tuple(updates.shape)}")
-    if reduction in ("mul", "div", "max", "min") and x.dtype is mstype.bool_:
+    if reduction in ("sub", "mul", "div", "max", "min") and x.dtype is mstype.bool_:
         raise C.OpTypeError(op, "a numeric 'input_x'", str(x.dtype))
     return AbstractTensor(x.shape, x.dtype)
 
@@ -248,7 +248,7 @@ def nonzero(input, *, as_tuple=False):
     if a.ndim == 0:
         raise C.OpValueError("nonzero", "an input of rank >= 1", "a 0-d tensor")
     coords = np.nonzero(a)
-    if as_tuple:
+    if C.bool_attr("nonzero", "as_tuple", as_tuple):
         return tuple(Tensor(c.astype(np.int64)) for c in coords)
     return Tensor(np.stack(coords, axis=1).astype(np.int64))
 

@@ -105,16 +105,22 @@ def _broadcast_to_bprop(inputs, out, dout, shape):
     return (sum_to(dout, inputs[0].shape),)
 
 
-_broadcast_to = defprim("broadcast_to", _broadcast_to_infer,
-                        lambda a, shape: np.broadcast_to(a, tuple(s if s != -1 else a.shape[i - (len(shape) - a.ndim)]
-                                                                  for i, s in enumerate(shape))),
+def _broadcast_to_kernel(a, shape):
+    full = tuple(s if s != -1 else a.shape[i - (len(shape) - a.ndim)] for i, s in enumerate(shape))
+    # (a view, but NumPy refuses sizes it cannot index, and anything using it would allocate it)
+    C.output_fits("broadcast_to", full, a.dtype)
+    return np.broadcast_to(a, full)
+
+
+_broadcast_to = defprim("broadcast_to", _broadcast_to_infer, _broadcast_to_kernel,
                         _broadcast_to_bprop, doc="broadcast to a shape (a read-only view)")
 
 
 def broadcast_to(input, shape):
-    if isinstance(shape, list):
-        shape = tuple(shape)
-    if isinstance(input, Tensor) and input.shape == shape:
+    shape = C.plain_ints(shape)          # a list, a 1-d integer ndarray, NumPy integers -> a tuple of ints
+    if type(shape) is int:
+        shape = (shape,)
+    if isinstance(input, Tensor) and type(shape) is tuple and input.shape == shape:
         return input
     return _broadcast_to(input, shape=shape)
 
@@ -130,6 +136,9 @@ def _transpose_infer(x, perm):
                 and sorted(perm) == list(range(len(shape)))):
             return AbstractTensor([shape[p] for p in perm], _BY_NP[a.dtype])
     C.tensor("transpose", "input", x)
+    if not isinstance(perm, (tuple, list)):
+        raise C.OpTypeError("transpose", "'input_perm' as a tuple of ints (one per dimension)",
+                            f"{type(perm).__name__} {perm!r}"[:80])
     perm = tuple(perm)
     if sorted(C.axis("transpose", p, len(x.shape)) for p in perm) != list(range(len(x.shape))):
         raise C.OpValueError("transpose", f"a permutation of {list(range(len(x.shape)))}", repr(perm))

@@ -306,6 +306,7 @@ def chunk(input, chunks, axis=0):
     """`ops.chunk(input, chunks, axis=0)`: split into `chunks` pieces of size ceil(n / chunks) (the last
     may be smaller, and there may be fewer pieces when n is small, as in MindSpore/PyTorch)."""
     C.tensor("chunk", "input", input)
+    chunks = C.plain_ints(chunks)                 # (np.uint8(3) would do uint8 arithmetic below)
     if not _is_int(chunks):
         raise C.OpTypeError("chunk", "'chunks' to be an int", f"{type(chunks).__name__} {chunks!r}")
     if chunks <= 0:
@@ -346,7 +347,17 @@ def _tile_bprop(inputs, out, dout, reps):
     return (reshape(g, tuple(x.shape)),)
 
 
-_tile = defprim("tile", _tile_infer, lambda a, reps: np.tile(a, reps), _tile_bprop,
+def _tile_kernel(a, reps):
+    reps = (1,) * (a.ndim - len(reps)) + tuple(reps)
+    shape = (1,) * (len(reps) - a.ndim) + a.shape
+    out_shape = [s * r for s, r in zip(shape, reps)]
+    C.output_fits("tile", out_shape, a.dtype)
+    if 0 in out_shape:                  # (np.tile repeats dim by dim, so a later 0 comes too late)
+        return np.empty(out_shape, a.dtype)
+    return np.tile(a, reps)
+
+
+_tile = defprim("tile", _tile_infer, _tile_kernel, _tile_bprop,
                 doc="repeat the whole tensor along each dim")
 
 
@@ -364,11 +375,11 @@ def _repeat_infer(x, repeats, axis):
     if len(shape) == 0:
         raise C.OpValueError("repeat_interleave", "a tensor with at least 1 dimension", "a 0-d tensor")
     if _is_int(repeats):
-        if repeats < 0:
-            raise C.OpValueError("repeat_interleave", "non-negative 'repeats'", str(repeats))
+        if not 0 <= repeats < 2**63:
+            raise C.OpValueError("repeat_interleave", "non-negative 'repeats' below 2**63", str(repeats))
         shape[ax] *= repeats
     else:
-        if len(repeats) != shape[ax] or any(r < 0 for r in repeats):
+        if len(repeats) != shape[ax] or any(not 0 <= r < 2**63 for r in repeats):
             raise C.OpValueError("repeat_interleave", f"{shape[ax]} non-negative repeat counts "
                                  f"(one per entry of axis {ax})", repr(repeats))
         shape[ax] = sum(repeats)
@@ -396,7 +407,16 @@ def _repeat_grad_infer(dout, repeats, axis, size):
     return AbstractTensor(tuple(shape), dout.dtype)
 
 
-_repeat = defprim("repeat_interleave", _repeat_infer, lambda a, repeats, axis: np.repeat(a, repeats, axis=axis),
+def _repeat_kernel(a, repeats, axis):
+    n = a.shape[axis] * repeats if _is_int(repeats) else sum(repeats)
+    shape = a.shape[:axis] + (n,) + a.shape[axis + 1:]
+    C.output_fits("repeat_interleave", shape, a.dtype)
+    if a.size == 0:                     # nothing to repeat (NumPy would still loop over the repeats)
+        return np.empty(shape, a.dtype)
+    return np.repeat(a, repeats, axis=axis)
+
+
+_repeat = defprim("repeat_interleave", _repeat_infer, _repeat_kernel,
                   _repeat_bprop, doc="repeat each entry along an axis")
 _repeat_grad = defprim("repeat_interleave_grad", _repeat_grad_infer, _repeat_grad_kernel,
                        lambda inputs, out, dout, repeats, axis, size: (_repeat(dout, repeats=repeats, axis=axis),),
@@ -459,22 +479,28 @@ def _tri_infer(name):
     return infer
 
 
-_tril = defprim("tril", _tri_infer("tril"), lambda a, diagonal: np.tril(a, diagonal),
+def _tri_k(a, diagonal):
+    """The diagonal offset clamped to the matrix (any offset beyond it keeps all or nothing; NumPy
+    needs one that fits a C long)."""
+    return min(max(int(diagonal), -a.shape[-2]), a.shape[-1])
+
+
+_tril = defprim("tril", _tri_infer("tril"), lambda a, diagonal: np.tril(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_tril(dout, diagonal=diagonal),),
                 doc="zero the entries above the diagonal")
-_triu = defprim("triu", _tri_infer("triu"), lambda a, diagonal: np.triu(a, diagonal),
+_triu = defprim("triu", _tri_infer("triu"), lambda a, diagonal: np.triu(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_triu(dout, diagonal=diagonal),),
                 doc="zero the entries below the diagonal")
 
 
 def tril(input, diagonal=0):
     """`ops.tril(input, diagonal=0)`: keep the lower triangle of the last two dims."""
-    return _tril(input, diagonal=diagonal)
+    return _tril(input, diagonal=C.plain_ints(diagonal))
 
 
 def triu(input, diagonal=0):
     """`ops.triu(input, diagonal=0)`: keep the upper triangle of the last two dims."""
-    return _triu(input, diagonal=diagonal)
+    return _triu(input, diagonal=C.plain_ints(diagonal))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -498,11 +524,12 @@ def _pad_infer(x, padding, mode, value):
     if len(padding) % 2 or len(padding) // 2 > nd:
         raise C.OpValueError("pad", f"an even number of padding values, at most {2 * nd} for a {nd}-d input",
                              f"{len(padding)} values")
-    if mode != "constant" and mode not in _NP_MODE:
-        raise C.OpValueError("pad", "'mode' in ('constant', 'reflect', 'replicate', 'circular')", repr(mode))
+    C.one_of("pad", "mode", mode, ("constant", "reflect", "replicate", "circular"),
+             "'mode' in ('constant', 'reflect', 'replicate', 'circular')")
     if value is not None and (mode != "constant" or not isinstance(value, numbers.Real)):
         raise C.OpValueError("pad", "'value' only as a number and only with mode='constant'",
                              f"value={value!r} with mode={mode!r}")
+    C.number_fits("pad", "value", x.dtype, value)
     shape = []
     for d, (s, (lo, hi)) in enumerate(zip(x.shape, _pad_pairs(padding, nd))):
         if mode == "constant":
@@ -523,6 +550,9 @@ def _pad_infer(x, padding, mode, value):
 
 def _pad_kernel(a, padding, mode, value):
     pairs = _pad_pairs(padding, a.ndim)
+    if not pairs:                                   # a 0-d input with no padding (NumPy wants pairs)
+        return a.copy()
+    C.output_fits("pad", [s + lo + hi for s, (lo, hi) in zip(a.shape, pairs)], a.dtype)
     if mode == "constant":
         crop = tuple(slice(-lo if lo < 0 else 0, s + hi if hi < 0 else s) for s, (lo, hi) in zip(a.shape, pairs))
         return np.pad(a[crop], [(max(lo, 0), max(hi, 0)) for lo, hi in pairs], mode="constant",
@@ -568,8 +598,9 @@ def pad(input_x, padding, mode='constant', value=None):
     `padding` lists (left, right) pairs from the *last* dim backwards, as in MindSpore/PyTorch:
     (1, 2) pads the last dim, (1, 2, 3, 4) also the one before it. mode is 'constant' (fill with
     `value`, default 0; negative pads crop), 'reflect', 'replicate' or 'circular'."""
-    if isinstance(padding, list):
-        padding = tuple(padding)
     if isinstance(padding, Tensor):
-        padding = tuple(int(p) for p in padding.asnumpy().reshape(-1))
+        if padding.dtype.kind not in ("int", "uint"):
+            raise C.OpTypeError("pad", "'padding' as a tuple of ints or an integer Tensor", f"a {padding.dtype} Tensor")
+        padding = tuple(padding.asnumpy().reshape(-1).tolist())
+    padding = C.plain_ints(padding)                   # a list / 1-d integer ndarray -> a tuple
     return _pad(input_x, padding=padding, mode=mode, value=value)

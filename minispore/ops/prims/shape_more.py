@@ -159,8 +159,7 @@ def meshgrid(*inputs, indexing="xy"):
     'ij': output k varies along dim k (shape (n0, n1, ...)); 'xy' (the default, NumPy's): the first
     two dims are swapped, so for two inputs the outputs have shape (n1, n0). Each output is a
     broadcast of its input (differentiable)."""
-    if indexing not in ("xy", "ij"):
-        raise C.OpValueError("meshgrid", "'indexing' to be 'xy' or 'ij'", repr(indexing))
+    C.one_of("meshgrid", "indexing", indexing, ("xy", "ij"), "'indexing' to be 'xy' or 'ij'")
     if not inputs:
         raise C.OpValueError("meshgrid", "at least one input tensor", "none")
     for i, x in enumerate(inputs):
@@ -200,9 +199,13 @@ def _roll_infer(x, shifts=(), dims=None):
 
 
 def _roll_kernel(a, shifts=(), dims=None):
+    # shifts are reduced modulo the size first (NumPy takes C-long shifts; a 0-d tensor has nothing
+    # to roll)
+    if a.ndim == 0 or a.size == 0:
+        return a.copy()
     if dims is None:
-        return np.roll(a, shifts[0])               # over the flattened input, shape kept
-    return np.roll(a, shifts, axis=dims)
+        return np.roll(a, shifts[0] % a.size)       # over the flattened input, shape kept
+    return np.roll(a, tuple(s % a.shape[d] for s, d in zip(shifts, dims)), axis=dims)
 
 
 def _roll_bprop(inputs, out, dout, shifts=(), dims=None):
@@ -272,6 +275,9 @@ def _indices(op, fn, row, col, offset, dtype):
     dt = mstype.as_dtype(dtype)
     if dt not in (mstype.int32, mstype.int64):
         raise C.OpTypeError(op, "'dtype' Int32 or Int64", str(dt))
+    if row == 0 or col == 0:
+        return Tensor(np.zeros((2, 0), dt.np))
+    C.output_fits(op, (row, col), np.bool_)          # (NumPy builds a row x col mask first)
     return Tensor(np.stack(fn(row, offset, col)).astype(dt.np).reshape(2, -1))
 
 
