@@ -636,7 +636,10 @@ def _lengths_tensor(op, arg, v):
     """Per-batch lengths given as a list/tuple or Tensor -> an int64 Tensor (or None)."""
     if v is None or isinstance(v, Tensor):
         return v
-    return Tensor(np.asarray(_int_tuple(op, arg, v), dtype=np.int64))
+    lengths = _int_tuple(op, arg, v)
+    if not all(-2**63 <= n < 2**63 for n in lengths):
+        raise C.OpValueError(op, f"'{arg}' within the Int64 range", repr(v)[:80])
+    return Tensor(np.asarray(lengths, dtype=np.int64))
 
 
 def prompt_flash_attention(query, key, value, attn_mask=None, actual_seq_lengths=None, actual_seq_lengths_kv=None,
