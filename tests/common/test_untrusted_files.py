@@ -1,34 +1,18 @@
 """The two shared guards for untrusted input: regular files only, and the up-front memory check."""
 import json
 import os
-import threading
 
 import pytest
 
+from hostile_io import run_with_deadline
 from minispore.common import memory_limit, untrusted_files as uf
-
-
-def _finishes(fn, timeout=5.0):
-    """Run fn in a thread; return (finished, exception). A FIFO regression would block forever."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:      # noqa: BLE001 - reported to the test
-            box["error"] = e
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    return not t.is_alive(), box.get("error")
 
 
 @pytest.mark.parametrize("reader", [uf.read_bytes, uf.read_json, lambda p, w: uf.open_regular(p, w)[0].close()])
 def test_fifo_is_refused_without_blocking(tmp_path, reader):
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)
-    done, err = _finishes(lambda: reader(str(fifo), "config"))
-    assert done, "opening a FIFO blocked"
+    err = run_with_deadline(lambda: reader(str(fifo), "config"), "opening a FIFO", [str(fifo)]).get("error")
     assert isinstance(err, uf.UntrustedFileError) and "FIFO" in str(err)
 
 

@@ -9,7 +9,6 @@ import contextlib
 import json
 import math
 import os
-import resource
 import shutil
 import tracemalloc
 
@@ -25,24 +24,10 @@ from minispore.llm import Llama, LlamaConfig, LlamaForCausalLM, PagedKVCache, ge
 from minispore.llm import memory_estimate as me
 from minispore.llm.rope import rope_tables
 from minispore.mint.optim import AdamW
+from hostile_io import address_space_headroom
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_llama")
 SMALL = 32 * 2**20          # more than any refusal may allocate: config parsing and bookkeeping only
-
-
-@contextlib.contextmanager
-def address_space_headroom(extra=2 * 2**30):
-    """Cap this process's address space at its current size + `extra` for the block (soft limit,
-    restored afterwards): a regression that allocates the model fails fast with MemoryError."""
-    with open("/proc/self/status") as f:
-        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = vm + extra if hard == resource.RLIM_INFINITY else min(hard, vm + extra)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 @contextlib.contextmanager

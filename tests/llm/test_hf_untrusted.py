@@ -7,12 +7,9 @@ is now a CheckpointError naming it (untrusted_files' refusal is its __cause__). 
 run the load in a thread with a deadline (and unblock it on failure) so a regression fails the
 test instead of hanging the suite; the /dev/zero cases run under an address-space cap so a
 regression fails with MemoryError instead of exhausting the machine."""
-import contextlib
 import json
 import os
-import resource
 import shutil
-import threading
 
 import numpy as np
 import pytest
@@ -25,6 +22,7 @@ from minispore.common.untrusted_files import UntrustedFileError
 from minispore.llm import Llama, LlamaForCausalLM
 from minispore.llm import hf
 from minispore.train.serialization import CheckpointError
+from hostile_io import address_space_headroom, run_with_deadline
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hf_llama")
 EXPECTED = np.load(os.path.join(FIXTURE, "expected.npz"))
@@ -62,45 +60,6 @@ def sharded_folder(folder, shards, weight_map):
     with open(os.path.join(folder, hf.INDEX_NAME), "w") as f:
         json.dump({"metadata": {}, "weight_map": weight_map}, f)
     return folder
-
-
-def run_with_deadline(fn, fifos, seconds=30.0):
-    """fn() in a thread; if it is still blocked after `seconds` (a FIFO open or read waiting for a
-    writer), open each FIFO for writing and close it so the reader sees EOF, then fail."""
-    result = {}
-
-    def target():
-        try:
-            result["value"] = fn()
-        except BaseException as e:                      # noqa: BLE001 - handed to the test
-            result["error"] = e
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        for path in fifos:
-            with contextlib.suppress(OSError):
-                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        t.join(10)
-        pytest.fail(f"the load was still blocked on a FIFO after {seconds} s")
-    return result
-
-
-@contextlib.contextmanager
-def address_space_headroom(extra=2 * 2**30):
-    """Cap this process's address space at its current size + `extra` for the block, so a reader
-    that reads without bound fails with MemoryError instead of taking the machine's memory.
-    Only the soft limit changes; it is restored afterwards."""
-    with open("/proc/self/status") as f:
-        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = vm + extra if hard == resource.RLIM_INFINITY else min(hard, vm + extra)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -254,7 +213,8 @@ def test_a_fifo_is_refused_without_blocking(tmp_path, name):
         path = os.path.join(folder, name)
     os.remove(path)
     os.mkfifo(path)
-    result = run_with_deadline(lambda: LlamaForCausalLM.from_pretrained(folder), [path])
+    result = run_with_deadline(lambda: LlamaForCausalLM.from_pretrained(folder), "from_pretrained with a FIFO", [path],
+                               seconds=30.0)
     err = result.get("error")
     assert isinstance(err, CheckpointError), repr(err)
     assert "FIFO" in str(err) and path in str(err)

@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import shutil
-import threading
 import warnings
 
 import numpy as np
@@ -26,6 +25,7 @@ from minispore.train import (CheckpointError, CheckpointManager, load_checkpoint
                              save_checkpoint)
 from minispore.train import checkpoint_manager as cm
 from minispore.train import safetensors_codec, serialization
+from hostile_io import run_with_deadline
 
 needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
 needs_dev_zero = pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
@@ -81,22 +81,6 @@ def _rewrite_state(ckpt, edit, reseal=False):
     os.chmod(path, 0o600)
     with open(path, "w") as f:
         json.dump(state, f, indent=1)
-
-
-def _finishes(fn, timeout=20.0):
-    """Run fn in a daemon thread: (finished, result, exception). Only a guard against hanging:
-    a FIFO that is opened like a file blocks forever, which must show up as a failed test."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as e:           # noqa: BLE001 - reported to the test
-            box["error"] = e
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    return not t.is_alive(), box.get("value"), box.get("error")
 
 
 # ------------------------------------------------------------------------------------------ the manifest
@@ -279,9 +263,8 @@ def test_a_fifo_latest_pointer_does_not_block(tmp_path):
     pointer = os.path.join(mgr.directory, "latest")
     os.remove(pointer)
     os.mkfifo(pointer)
-    done, value, error = _finishes(mgr.latest)
-    assert done, "reading a FIFO 'latest' blocked"
-    assert error is None and value == mgr.path_for(2)
+    r = run_with_deadline(mgr.latest, "reading a FIFO 'latest'", [pointer])
+    assert r.get("error") is None and r.get("value") == mgr.path_for(2)
 
 
 @needs_fifo
@@ -291,8 +274,8 @@ def test_a_fifo_inside_a_checkpoint_is_refused_without_blocking(tmp_path, which)
     victim = os.path.join(mgr.path_for(2), which)
     os.remove(victim)
     os.mkfifo(victim)
-    done, value, error = _finishes(lambda: mgr.load(mgr.path_for(2), FakeNet()))
-    assert done, f"a FIFO {which} blocked the load"
+    error = run_with_deadline(lambda: mgr.load(mgr.path_for(2), FakeNet()), f"loading with a FIFO {which}",
+                              [victim]).get("error")
     assert isinstance(error, CheckpointError) and which in str(error) and "FIFO" in str(error)
     assert mgr.latest() == mgr.path_for(1)                        # not a checkpoint to resume from
 
@@ -302,8 +285,9 @@ def test_a_fifo_inside_a_checkpoint_is_refused_without_blocking(tmp_path, which)
 def test_load_checkpoint_names_a_fifo(tmp_path, fmt):
     path = str(tmp_path / f"net.{fmt}")
     os.mkfifo(path)
-    done, _, error = _finishes(lambda: load_checkpoint(path, format=fmt))
-    assert done and isinstance(error, CheckpointError) and "FIFO" in str(error)
+    error = run_with_deadline(lambda: load_checkpoint(path, format=fmt), "load_checkpoint of a FIFO",
+                              [path]).get("error")
+    assert isinstance(error, CheckpointError) and "FIFO" in str(error)
 
 
 @needs_dev_zero
