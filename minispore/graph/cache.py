@@ -232,38 +232,25 @@ class GlobalsGuard:
         self.closure = list(zip(free, cells))
         self.write_only = write_only_names(code) if code is not None else frozenset()
 
-    def objects(self):
-        """(label, value) of the globals and closure variables that hold objects or functions."""
-        out = []
+    def _bound(self):
+        """(name, value) of every global the code names and every closure cell that is filled."""
         for n in self.global_names:
-            v = self.globals.get(n)
-            if _is_stateful(v) or isinstance(v, _FUNCTIONS):
-                out.append((n, v))
+            yield n, self.globals.get(n)
         for name, cell in self.closure:
             try:
-                v = cell.cell_contents
-            except ValueError:
+                yield name, cell.cell_contents
+            except ValueError:                   # a cell not assigned yet
                 continue
-            if _is_stateful(v) or isinstance(v, _FUNCTIONS):
-                out.append((name, v))
-        return out
+
+    def objects(self):
+        """(label, value) of the globals and closure variables that hold objects or functions."""
+        return [(n, v) for n, v in self._bound() if _is_stateful(v) or isinstance(v, _FUNCTIONS)]
 
     def containers(self):
         """(label, value) of the globals and closure variables that hold plain containers (a list,
         a dict...): StateGuard compares their contents, the key only their identity."""
-        out, writes = [], self.write_only
-        for n in self.global_names:
-            v = self.globals.get(n)
-            if _is_container(v) and n not in writes:
-                out.append((n, v))
-        for name, cell in self.closure:
-            try:
-                v = cell.cell_contents
-            except ValueError:
-                continue
-            if _is_container(v) and name not in writes:
-                out.append((name, v))
-        return out
+        writes = self.write_only
+        return [(n, v) for n, v in self._bound() if _is_container(v) and n not in writes]
 
     def tokens(self):
         g = self.globals
