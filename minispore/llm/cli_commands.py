@@ -321,15 +321,11 @@ def load_for_generation(ckpt):
     """(model, tokenizer) from a checkpoint written by `train`."""
     from ..dataset import CharTokenizer
     from ..train.checkpoint_manager import CheckpointManager, read_state
-    from ..train.serialization import CheckpointError
     from .model import Llama
+    from .trainer import run_config
     _check_checkpoint_path(os.fspath(ckpt))
     state = read_state(ckpt)
-    config = state.get("config")
-    if not isinstance(config, dict) or not isinstance(config.get("model"), dict) \
-            or not isinstance(config.get("tokenizer"), dict):
-        raise CheckpointError("generate", state["path"], "was not written by `minispore train` (its config has "
-                              "no 'model' and 'tokenizer' entries)")
+    config = run_config(state, "generate", ("model", "tokenizer"))
     model = Llama(LlamaConfig.from_dict(config["model"]))
     tokenizer = CharTokenizer.from_dict(config["tokenizer"])
     CheckpointManager(os.path.dirname(state["path"]), create=False).load(state["path"], model, restore_rng=False)

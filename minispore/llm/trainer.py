@@ -363,6 +363,17 @@ def prepare_output_dir(out_dir) -> str:
     return path
 
 
+def run_config(state: dict, op: str, needs: tuple) -> dict:
+    """The config a `minispore train` checkpoint records, checked to hold the dict entries `needs`
+    (resuming needs 'model' and 'train', generating 'model' and 'tokenizer')."""
+    config = state.get("config")
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in needs):
+        names = " and ".join(f"'{k}'" for k in needs)
+        raise CheckpointError(op, state["path"], f"was not written by `minispore train` (its config has "
+                              f"no {names} entries)")
+    return config
+
+
 def recorded_run(out_dir) -> dict | None:
     """What the run in `out_dir` was configured with, from its latest checkpoint, or None when it
     holds no checkpoint: {"step": iterations done, "model": the LlamaConfig dict, "train": the
@@ -374,11 +385,7 @@ def recorded_run(out_dir) -> dict | None:
     if latest is None:
         return None
     state = read_state(latest)
-    config = state.get("config")
-    if not isinstance(config, dict) or not isinstance(config.get("model"), dict) \
-            or not isinstance(config.get("train"), dict):
-        raise CheckpointError("train --resume", state["path"], "was not written by `minispore train` (its config has "
-                              "no 'model' and 'train' entries)")
+    config = run_config(state, "train --resume", ("model", "train"))
     train_fields = state["extra_state"].get("run")
     train_fields = dict(train_fields) if isinstance(train_fields, dict) else {}
     train_fields.update(config["train"])                  # the compared schedule wins over everything
