@@ -10,7 +10,28 @@ A `Primitive` bundles:
 * `impl`     the CPU reference kernel: NumPy arrays in, NumPy array(s) out.
 * `bprop`    the backward rule, written with minispore ops so it is itself differentiable:
              `bprop(inputs, out, dout, **attrs) -> tuple` with one gradient (or None) per input.
-* `cost`     optional FLOPs/bytes rule for DryRun and benchmarks.
+
+and everything the rest of the framework needs to know about the op, so that adding an op touches
+its definition, its CPU kernel and its op-table entry and nothing else (no module outside the op
+families keeps a table of primitive names; tests/ops/test_primitive_facts.py checks it):
+
+* `cost`       `cost(ins, outs, attrs) -> dict`: FLOPs, matrix-unit FLOPs, bytes read and written
+               (DryRun's roofline, benchmarks). The constructors are in ops/costs.py. None: one
+               FLOP per output element, bytes = tensor inputs + outputs.
+* `view`       a `View` when the CPU kernel returns a NumPy *view* of input 0 instead of new memory
+               (reshape, transpose, split ...): its kind and how to take the same view (memory
+               planning aliases the output onto the input; rematerialization recomputes it). None:
+               the output is new memory.
+* `fusion`     a `FusionRule` (ops/c_expr.py) when operator fusion (jit_level O1) may inline the op
+               into a generated loop: its C expression, or how a reduction accumulates. None: never fused.
+* `inplace`    `{output index: input index}` when the kernel writes that output into the input's
+               bytes (a fused optimizer update); memory planning then gives both one buffer.
+* `random`     the kernel draws from the global generator: the op keeps its program position (no
+               reordering across streams, no dead-code or common-subexpression removal by value).
+* `from_shape` for an op whose output depends only on its input's shape and dtype (`zeros_like`):
+               the name of the primitive that makes the same value from a shape (`zeros`).
+* `sharding`   `sharding(in_layouts, attrs) -> out_layouts`: how the op propagates tensor layouts in
+               semi-auto parallel (the distributed engine reads it; None: replicate).
 
 Calling a primitive hands it to the current *executor* (an interpreter over primitives, as in
 JAX): the eager executor runs kernels, graph capture records nodes. Layers above install the
@@ -47,6 +68,11 @@ class AbstractTensor(Shaped):
         self.shape = tuple(shape)
         self.dtype = dtype
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of a dense tensor of this shape and dtype (what a buffer for it holds)."""
+        return self.size * self.dtype.np.itemsize
+
     def __eq__(self, other):
         return isinstance(other, AbstractTensor) and self.shape == other.shape and self.dtype is other.dtype
 
@@ -73,12 +99,43 @@ def interned_aval(shape, dtype) -> AbstractTensor:
     return a
 
 
+class View:
+    """How a kernel's output aliases input 0 (`Primitive.view`).
+
+    `kind` says what the view is, which is what the passes that read it need to know:
+
+    * "reinterpret" the same elements in the same order, another shape (reshape, squeeze ...): free
+                    on every device;
+    * "broadcast"   input 0 repeated by zero strides (broadcast_to): free on every device;
+    * "permute"     the elements reordered by strides (transpose): free for NumPy, a copy on a
+                    device unless its consumer takes transposed operands (a GEMM's trans_a/b);
+    * "slice"       part of input 0 (split, basic getitem).
+
+    `take(x, outs, attrs)` returns the same view of the ndarray `x` using only operations that never
+    copy (memory planning calls it on a header over one fake byte, so it must not read data), as a
+    tuple with one array per output, or None where the kernel would copy for these attrs; `outs`
+    are the output avals."""
+
+    __slots__ = ("kind", "take")
+    KINDS = ("reinterpret", "broadcast", "permute", "slice")
+
+    def __init__(self, kind, take):
+        if kind not in self.KINDS:
+            raise ValueError(f"View kind must be one of {self.KINDS}, got {kind!r}")
+        self.kind, self.take = kind, take
+
+    def __repr__(self):
+        return f"View({self.kind})"
+
+
 class Primitive:
     """One operation. See the module docstring for the contract."""
 
-    __slots__ = ("name", "infer", "impl", "bprop", "cost", "kernel", "doc", "inplace_safe", "__weakref__")
+    __slots__ = ("name", "infer", "impl", "bprop", "cost", "kernel", "doc", "view", "fusion", "inplace", "random",
+                 "from_shape", "sharding", "__weakref__")
 
-    def __init__(self, name, infer, impl, bprop=None, cost=None, doc=""):
+    def __init__(self, name, infer, impl, bprop=None, cost=None, doc="", *, view=None, fusion=None, inplace=None,
+                 random=False, from_shape=None, sharding=None):
         self.name = name
         self.infer = infer
         self.impl = impl          # CPU reference kernel
@@ -86,6 +143,12 @@ class Primitive:
         self.cost = cost
         self.kernel = impl        # the current backend's kernel; rebound by minispore.backend
         self.doc = doc
+        self.view = view
+        self.fusion = fusion
+        self.inplace = dict(inplace) if inplace else None
+        self.random = random
+        self.from_shape = from_shape
+        self.sharding = sharding
 
     def __call__(self, *inputs, **attrs):
         return _state.executor(self, inputs, attrs)
@@ -113,11 +176,12 @@ def get_executor():
     return _state.executor
 
 
-def defprim(name, infer, impl, bprop=None, cost=None, doc=""):
-    """Register a primitive. Names are unique: defining one twice is a bug."""
+def defprim(name, infer, impl, bprop=None, cost=None, doc="", **facts):
+    """Register a primitive. Names are unique: defining one twice is a bug. `facts`: the keyword
+    facts of `Primitive` (view, fusion, inplace, random, from_shape, sharding)."""
     if name in PRIMITIVES:
         raise RuntimeError(f"primitive '{name}' is defined twice")
-    p = Primitive(name, infer, impl, bprop, cost, doc)
+    p = Primitive(name, infer, impl, bprop, cost, doc, **facts)
     PRIMITIVES[name] = p
     return p
 
@@ -135,5 +199,5 @@ def abstract(x):
     return x
 
 
-__all__ = ["Shaped", "AbstractTensor", "interned_aval", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
+__all__ = ["Shaped", "AbstractTensor", "View", "interned_aval", "Primitive", "PRIMITIVES", "defprim", "get_primitive", "set_executor",
            "get_executor", "abstract", "mstype"]
