@@ -36,6 +36,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 
 from ..common.errors import OpValueError
 from .config import PRESETS, LlamaConfig, get_preset
@@ -230,9 +231,25 @@ def _run_train(args, train, mc, tc) -> int:
           f"written         {os.path.join(tc.out_dir, 'metrics.json')}"
           + ("" if args.no_plot else f", {os.path.join(tc.out_dir, 'loss.png')}")
           + f", checkpoints in {tc.out_dir}")
+    if m["interrupted"]:
+        _exit_on_further_signals()
     if m["stop_signal"] is not None:       # the shell's convention for "ended by signal N"
         return 128 + int(signal.Signals[m["stop_signal"]])
     return 130 if m["interrupted"] else 0
+
+
+def _exit_on_further_signals():
+    """The run was stopped by a signal and its checkpoint is saved: a further Ctrl-C (or SIGTERM)
+    while the process winds down means "stop now". Exit at once instead of raising
+    KeyboardInterrupt inside the interpreter's shutdown code (atexit handlers), whose traceback
+    would look like a crash. Only the command does this: it owns the process, `train()` does not."""
+    def exit_now(signum, frame):
+        print(f"\n{signal.Signals(signum).name}: stopping now", file=sys.stderr, flush=True)
+        os._exit(128 + signum)
+    if threading.current_thread() is threading.main_thread():
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), exit_now)
 
 
 # ---------------------------------------------------------------------------------------------
