@@ -14,7 +14,7 @@ plugin's KBK executor on ACL streams):
 
 1. **The scheduler** (`schedule_streams(graph, n)`): list scheduling by critical path, as in HEFT
    (Topcuoglu et al., IEEE TPDS 2002). Each node gets an estimated cost (a roofline of its FLOPs
-   and bytes, dryrun/costs.py); its *rank* is the longest cost path from it to the end of the
+   and bytes, costs.py); its *rank* is the longest cost path from it to the end of the
    graph. Repeatedly take the ready node of highest rank and put it on the stream where it can
    start earliest (a stream is free when its last kernel ends; waiting on another stream's result
    costs a small event latency, so a node tends to stay with its producer). Host calls and
@@ -120,8 +120,6 @@ class multi_stream:
 # -- the scheduler ------------------------------------------------------------------------------------
 
 EVENT_COST_S = 30e-6           # modelled cost of a cross-stream wait: waking a thread blocked on an event
-_RANDOM_OPS = frozenset({"dropout", "uniform", "normal", "multinomial", "bernoulli", "randint", "randn",
-                         "rand", "random_choice"})
 
 
 def _barrier(node) -> bool:
@@ -133,13 +131,13 @@ def _barrier(node) -> bool:
 def _random(node) -> bool:
     """Random ops keep program order among themselves: they draw from one generator, so the order
     of the draws - not the stream - decides the numbers."""
-    return node.is_primitive and node.op.name in _RANDOM_OPS
+    return node.is_primitive and node.op.random
 
 
 def _estimate_costs(graph):
     """Seconds per node from a fixed, machine-independent roofline (50 GFLOP/s, 10 GB/s, 2 us):
     only the ratios matter to the scheduler, and fixed numbers keep schedules reproducible."""
-    from .dryrun.costs import graph_costs
+    from .costs import graph_costs
     out = []
     for node, c in zip(graph.nodes, graph_costs(graph)):
         if not node.is_primitive:

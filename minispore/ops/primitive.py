@@ -24,6 +24,10 @@ families keeps a table of primitive names; tests/ops/test_primitive_facts.py che
                the output is new memory.
 * `fusion`     a `FusionRule` (ops/c_expr.py) when operator fusion (jit_level O1) may inline the op
                into a generated loop: its C expression, or how a reduction accumulates. None: never fused.
+* `into`       `into(out, *inputs, **attrs)`: the CPU kernel writing its result into a given
+               ndarray `out` (matmul's BLAS call with `out=`), so a whole-graph executor (O2) can
+               hand it the planned buffer instead of copying the result there. NumPy ufuncs need
+               none (they take `out=` themselves). None: the executor copies.
 * `inplace`    `{output index: input index}` when the kernel writes that output into the input's
                bytes (a fused optimizer update); memory planning then gives both one buffer.
 * `random`     the kernel draws from the global generator: the op keeps its program position (no
@@ -131,10 +135,10 @@ class View:
 class Primitive:
     """One operation. See the module docstring for the contract."""
 
-    __slots__ = ("name", "infer", "impl", "bprop", "cost", "kernel", "doc", "view", "fusion", "inplace", "random",
-                 "from_shape", "sharding", "__weakref__")
+    __slots__ = ("name", "infer", "impl", "bprop", "cost", "kernel", "doc", "view", "fusion", "into", "inplace",
+                 "random", "from_shape", "sharding", "__weakref__")
 
-    def __init__(self, name, infer, impl, bprop=None, cost=None, doc="", *, view=None, fusion=None, inplace=None,
+    def __init__(self, name, infer, impl, bprop=None, cost=None, doc="", *, view=None, fusion=None, into=None, inplace=None,
                  random=False, from_shape=None, sharding=None):
         self.name = name
         self.infer = infer
@@ -145,6 +149,7 @@ class Primitive:
         self.doc = doc
         self.view = view
         self.fusion = fusion
+        self.into = into
         self.inplace = dict(inplace) if inplace else None
         self.random = random
         self.from_shape = from_shape
@@ -178,7 +183,7 @@ def get_executor():
 
 def defprim(name, infer, impl, bprop=None, cost=None, doc="", **facts):
     """Register a primitive. Names are unique: defining one twice is a bug. `facts`: the keyword
-    facts of `Primitive` (view, fusion, inplace, random, from_shape, sharding)."""
+    facts of `Primitive` (view, fusion, into, inplace, random, from_shape, sharding)."""
     if name in PRIMITIVES:
         raise RuntimeError(f"primitive '{name}' is defined twice")
     p = Primitive(name, infer, impl, bprop, cost, doc, **facts)

@@ -17,12 +17,13 @@ import minispore as ms
 from minispore import nn, ops
 from minispore.common.errors import MinisporeRuntimeError
 from minispore.graph.codegen import build as B
-from minispore.graph.codegen import fusible_ops as T
 from minispore.graph.run import O0Executor, O1Executor
 from minispore.graph.passes import fusion
 from minispore.graph.passes.fusion import FusedPrimitive, fuse
 from minispore.graph.printer import format_graph
 from minispore.graph.verify import verify
+from minispore.ops.c_expr import FusionRule
+from minispore.ops.primitive import get_primitive
 
 
 pytestmark = pytest.mark.usefixtures("kernel_cache")     # tests/graph/conftest.py
@@ -412,8 +413,9 @@ def test_no_compiler_runs_unfused_and_warns_once(monkeypatch, tmp_path):
 
 @needs_cc
 def test_a_kernel_that_fails_to_compile_falls_back_to_its_unfused_group(monkeypatch):
-    good = T.RULES["cos"]
-    monkeypatch.setitem(T.RULES, "cos", T.Rule(lambda a, t, at, raw: f"cos({a[0]} +* broken)"))
+    cos = get_primitive("cos")
+    good = cos.fusion
+    monkeypatch.setattr(cos, "fusion", FusionRule(lambda a, t, at, raw: f"cos({a[0]} +* broken)"))
 
     def f(x, y):
         return ops.cos(x * y) + 1.0, ops.sin(x - y) * 2.0
@@ -429,7 +431,7 @@ def test_a_kernel_that_fails_to_compile_falls_back_to_its_unfused_group(monkeypa
     got = O0Executor(r.graph).run(*arrays(x, y))
     for w_, o in zip(want, got):
         assert rel_err(o, w_) <= 1e-6
-    assert T.RULES["cos"] is not good
+    assert cos.fusion is not good
 
 
 def test_fusion_can_be_switched_off(monkeypatch):

@@ -230,26 +230,22 @@ def test_schedule_changes_the_lifetimes():
 def test_inplace_ops_reuse_their_dead_input():
     from minispore.ops.primitive import Primitive
     name = "_test_memory_inplace_scale"                # not registered: the op table stays as it is
-    prim = Primitive(name, lambda x: x, lambda a: np.multiply(a, 2.0, out=a))
-    memory.register_inplace(name, {0: 0})
-    try:
-        b = GraphBuilder("g")
-        x = b.param(A(8))
-        a = node(b, exp, [x])
-        s = node(b, prim, [a])                 # a dead after this: s takes a's bytes
-        k = node(b, exp, [x])
-        s2 = node(b, prim, [k])                # k is a graph output: s2 needs its own buffer
-        g = b.finish([node(b, add, [s, s2]), k])
-        bufs = {bb.value_id: bb for bb in memory.lifetimes(g)}
-        assert bufs[s.id].kind == "inplace" and bufs[s.id].alias_of == a.id and bufs[a.id].end == 4
-        assert bufs[s2.id].alias_of is None
-        ex = ms.graph.O0Executor(g, arena=True)
-        xs = np.linspace(-1, 1, 8).astype(np.float32)
-        out, _ = ex.run(xs)
-        np.testing.assert_allclose(out, 4 * np.exp(xs), rtol=1e-6)
-        assert ex.arena.high_water == ex.memory_plan.peak_bytes
-    finally:
-        memory.INPLACE.pop(name, None)
+    prim = Primitive(name, lambda x: x, lambda a: np.multiply(a, 2.0, out=a), inplace={0: 0})
+    b = GraphBuilder("g")
+    x = b.param(A(8))
+    a = node(b, exp, [x])
+    s = node(b, prim, [a])                 # a dead after this: s takes a's bytes
+    k = node(b, exp, [x])
+    s2 = node(b, prim, [k])                # k is a graph output: s2 needs its own buffer
+    g = b.finish([node(b, add, [s, s2]), k])
+    bufs = {bb.value_id: bb for bb in memory.lifetimes(g)}
+    assert bufs[s.id].kind == "inplace" and bufs[s.id].alias_of == a.id and bufs[a.id].end == 4
+    assert bufs[s2.id].alias_of is None
+    ex = ms.graph.O0Executor(g, arena=True)
+    xs = np.linspace(-1, 1, 8).astype(np.float32)
+    out, _ = ex.run(xs)
+    np.testing.assert_allclose(out, 4 * np.exp(xs), rtol=1e-6)
+    assert ex.arena.high_water == ex.memory_plan.peak_bytes
 
 
 def test_bad_input_names_the_function():

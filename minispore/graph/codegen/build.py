@@ -42,7 +42,8 @@ import sysconfig
 import tempfile
 import warnings
 
-from . import fusible_ops
+from ..cache_settings import kernel_meta_dir
+from ...ops.c_expr import VECTOR_MATH
 
 FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-fopenmp-simd", "-std=gnu99",
          "-Wno-unused-variable", "-Wno-unused-but-set-variable")
@@ -93,8 +94,8 @@ def cache_dir() -> str:
     root = os.environ.get("MINISPORE_CACHE_DIR")
     if root:
         path = os.path.join(root, "kernels")
-    elif _compile_cache_dir() is not None:
-        path = _compile_cache_dir()
+    elif kernel_meta_dir() is not None:
+        path = kernel_meta_dir()
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         path = os.path.join(base, "minispore", "kernels")
@@ -109,18 +110,6 @@ def cache_dir() -> str:
         _warn_once(("cache", path), f"minispore: the kernel cache directory {path} is not writable ({e}); "
                                    f"compiled kernels go to {_fallback_dir} for this process only")
         return _fallback_dir
-
-
-def _compile_cache_dir():
-    """`<compile_cache_path>/rank_<RANK_ID>/kernel_meta` (MindSpore's layout) while the compile cache
-    (graph/compile_cache/: `set_context(enable_compile_cache=True)`) is on, else None."""
-    try:
-        from .. import compile_cache
-        if compile_cache.enabled():
-            return os.path.join(os.path.dirname(compile_cache.cache_dir()), "kernel_meta")
-    except Exception:          # noqa: BLE001 - no compile cache module or context: the default place
-        pass
-    return None
 
 
 def find_compiler():
@@ -167,9 +156,8 @@ def preamble() -> str:
     lines = ["#include <math.h>", "#include <stdint.h>"]
     if has_libmvec():
         lines.append("/* glibc's libmvec has vector versions of these: let `omp simd` loops call them */")
-        for fn in fusible_ops.VECTOR_MATH:
-            sig = "float, float" if fn == "pow" else "float"
-            dsig = "double, double" if fn == "pow" else "double"
+        for fn, arity in VECTOR_MATH.items():          # (the libm functions fused expressions call)
+            sig, dsig = ", ".join(["float"] * arity), ", ".join(["double"] * arity)
             lines.append(f"#pragma omp declare simd notinbranch\nfloat {fn}f({sig});")
             lines.append(f"#pragma omp declare simd notinbranch\ndouble {fn}({dsig});")
     return "\n".join(lines) + "\n\n"

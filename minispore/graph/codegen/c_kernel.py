@@ -37,7 +37,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from . import fusible_ops as T
+from . import c_types as T
 
 STASH_BYTES = 16384     # a row this short keeps values between passes in a stack buffer (in L1)
 
@@ -57,11 +57,13 @@ class InputSpec:
 
 @dataclass
 class MemberSpec:
-    op: str                      # primitive name ("mul", "reduce_sum", ...)
+    op: str                      # the primitive's name, for people (the kernel's comment line)
     ctype: T.CType               # output type
-    role: str                    # "full" (domain-shaped), "row" (one value per row), "reduce"
+    role: str                    # "domain" (domain-shaped), "row" (one value per row), "reduce"
     operands: list               # ("i", j) | ("m", i) | ("c", value)
     attrs: dict = field(default_factory=dict)
+    rule: object = None          # the primitive's FusionRule (minispore/ops/c_expr.py): its C
+                                 # expression, or how it accumulates when it is a reduction
 
 
 @dataclass
@@ -173,7 +175,7 @@ class _Gen:
 
     def expression(self, i):
         m = self.spec.members[i]
-        rule = T.RULES[m.op]
+        rule = m.rule
         in_types = [self.operand_ctype(x) for x in m.operands]
         want = T.operand_types(rule, m.ctype, in_types)
         uses = range(len(m.operands)) if rule.uses is None else rule.uses
@@ -186,7 +188,7 @@ class _Gen:
     def deps(self, i):
         """Members and inputs member i's expression reads."""
         m = self.spec.members[i]
-        rule = T.RULES.get(m.op)
+        rule = m.rule
         uses = range(len(m.operands)) if rule is None or rule.uses is None else rule.uses
         return [x for k, x in enumerate(m.operands) if k in uses and x[0] in "mi"]
 
@@ -234,7 +236,7 @@ class _Gen:
             stash |= loads
             plans.append((stage, reds, targets, need, sorted(loads)))
             if stash_ok:
-                avail.update(i for i in need if members[i].role == "full")
+                avail.update(i for i in need if members[i].role == "domain")
         return plans, stash
 
     def generate(self, symbol):
@@ -255,7 +257,7 @@ class _Gen:
             lines.append(f"    const {i.ctype.c} *restrict in{j} = (const {i.ctype.c} *)i{j}_;")
         members = spec.members
         max_level = max(self.level, default=0)
-        full_outs = [mi for mi in spec.outputs if members[mi].role == "full"]
+        full_outs = [mi for mi in spec.outputs if members[mi].role == "domain"]
         plans, stash = self._plan_loops(max_level, full_outs)
         for i in sorted(stash):
             lines.append(f"    {members[i].ctype.c} s{i}[{C}];   /* kept for a later pass over the row */")
@@ -306,7 +308,7 @@ class _Gen:
         used_inputs = set(self.inputs_of(need)) | {x[1] for x in red_inputs if x[0] == "i"}
         clauses = []
         for i in reds:
-            kind = T.REDUCTIONS[members[i].op]
+            kind = members[i].rule.reduce
             t = members[i].ctype
             if kind in ("sum", "mean"):
                 body.append(f"double a{i} = 0.0;")
@@ -329,7 +331,7 @@ class _Gen:
             if i in stash:
                 inner.append(f"s{i}[c] = v{i};")
         for i, ref in zip(reds, red_inputs):
-            kind = T.REDUCTIONS[members[i].op]
+            kind = members[i].rule.reduce
             t = members[i].ctype
             x = self.operand(ref, t)
             if kind in ("sum", "mean"):
@@ -344,7 +346,7 @@ class _Gen:
         body += ["    " + s for s in inner]
         body.append("}")
         for i in reds:
-            kind = T.REDUCTIONS[members[i].op]
+            kind = members[i].rule.reduce
             t = members[i].ctype
             if kind == "sum":
                 body.append(f"const {t.c} v{i} = ({t.c})a{i};")

@@ -17,7 +17,7 @@ How it works (read in this order):
                (zero-stride arrays), and the accepted forms of abstract inputs
 * build.py     capture the forward pass - or value_and_grad + a fused AdamW node per parameter
                - with tracers: only inference rules run, never a kernel
-* costs.py     FLOPs and bytes of every node (the primitives' `cost` rules + a table)
+* costs.py     FLOPs and bytes of every node (the primitives' `cost` facts, ops/costs.py)
 * devices.py   device profiles: this CPU (measured once, cached), Ascend 910B, H100 (with sources)
 * report.py    memory from the SOMAS planner (graph/memory), a roofline time per node, the
                MindSpore-style peak lines, and what dominates memory when it does not fit
@@ -36,7 +36,7 @@ import time
 
 from .abstract import abstract_array, abstract_parameters, as_abstract, is_abstract
 from .build import ADAMW_UPDATE, Capture, capture
-from .costs import NodeCost, graph_costs, node_cost, register_cost
+from ..costs import NodeCost, graph_costs, node_cost
 from .devices import (ASCEND_910B, DEVICES, H100, DeviceProfile, available_devices, cpu_profile, get_device,
                       load_profile, register_device)
 from .report import DryRunReport, NodeRecord
@@ -92,5 +92,5 @@ def memory_plan(graph, alignment=64):
 
 __all__ = ["dryrun", "memory_plan", "DryRunReport", "NodeRecord", "abstract_parameters", "abstract_array", "is_abstract",
            "as_abstract", "capture", "Capture", "ADAMW_UPDATE", "NodeCost", "node_cost", "graph_costs",
-           "register_cost", "DeviceProfile", "get_device", "cpu_profile", "available_devices", "register_device",
+           "DeviceProfile", "get_device", "cpu_profile", "available_devices", "register_device",
            "load_profile", "DEVICES", "H100", "ASCEND_910B"]

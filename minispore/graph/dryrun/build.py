@@ -1,6 +1,6 @@
 """Build the graph DryRun analyses: a forward pass, or a whole training step.
 
-The graph is captured exactly as `jit(capture_mode="trace")` would capture it (capture/trace.py):
+The graph is captured exactly as `jit(capture_mode="trace")` would capture it (trace/session.py):
 the function runs once on *tracers*, every primitive call runs only its inference rule and
 appends a node. No kernel runs; a Cell's Parameters become captures, read by reference and never
 looked into, so they may be abstract (abstract.py).
@@ -11,7 +11,7 @@ A training step (`train=True`) is
     for w, g in zip(weights, grads): adamw_update(w, g, m, v)     # the optimizer, one node each
 
 The backward pass comes from the same trace: autodiff runs the primitives' backward rules on
-tracers, which records them (capture/trace.py, "Gradients"). The optimizer is modelled as
+tracers, which records them (trace/session.py, "Gradients"). The optimizer is modelled as
 MindSpore's fused in-place update (`ApplyAdamWeightDecay`-style): ONE node per parameter that
 reads the weight, its gradient and both moments and writes the weight and moments back in place.
 It has no outputs, so it allocates nothing; it is the last reader of the gradient, so the
@@ -30,9 +30,8 @@ import numpy as np
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Parameter, Tensor, _wrap
 from ...ops.primitive import Primitive
-from ..capture.trace import CaptureError, TraceSession, _where, user_source
+from ..trace.session import CaptureError, TraceSession, _where, user_source
 from .abstract import abstract_array, as_abstract, is_abstract
-from .costs import register_cost
 
 
 # -- the optimizer node ------------------------------------------------------------------------------
@@ -54,26 +53,17 @@ def _adamw_kernel(w, g, m, v, *, lr, beta1, beta2, eps, weight_decay, step):
     return ()
 
 
+def _adamw_cost(ins, outs, attrs):
+    """FLOPs per element: decay 1, m 3, v 4, sqrt/scale/eps 3, step 3 = 14; bytes: read w, g, m, v,
+    write w, m, v (in place: the node has no outputs)."""
+    w = ins[0]
+    return {"flops": 14 * w.size, "bytes_read": 4 * w.nbytes, "bytes_written": 3 * w.nbytes, "kind": "vector"}
+
+
 # Not registered in the op table (it is not a user-facing op): a Primitive object used only in
 # DryRun's training-step graphs.
-ADAMW_UPDATE = Primitive("adamw_update", _adamw_infer, _adamw_kernel, None, None,
+ADAMW_UPDATE = Primitive("adamw_update", _adamw_infer, _adamw_kernel, None, _adamw_cost,
                          doc="fused in-place AdamW update of one parameter (DryRun's optimizer model)")
-
-# FLOPs per element: decay 1, m 3, v 4, sqrt/scale/eps 3, step 3 = 14; bytes: read w, g, m, v,
-# write w, m, v
-register_cost("adamw_update", lambda ins, outs, attrs: {
-    "flops": 14 * _size(ins[0]), "bytes_read": 4 * _nbytes(ins[0]), "bytes_written": 3 * _nbytes(ins[0])})
-
-
-def _size(a):
-    n = 1
-    for s in a.shape:
-        n *= s
-    return n
-
-
-def _nbytes(a):
-    return _size(a) * a.dtype.np.itemsize
 
 
 # -- what DryRun captured --------------------------------------------------------------------------

@@ -243,16 +243,17 @@ def _best_time(fn, repeat):
 def _measure_dispatch_overhead(n_nodes=200) -> float:
     """Seconds per node of the O0 executor on one-element adds: its per-kernel overhead."""
     from ...common import dtype as mstype
-    from ...ops.primitive import AbstractTensor, get_primitive
+    from ...ops.primitive import AbstractTensor
     from ..run import O0Executor
-    from ..ir import GraphBuilder
-    add = get_primitive("add")
-    b = GraphBuilder("overhead")
-    x = b.param(AbstractTensor((1,), mstype.float32))
-    v = x
-    for _ in range(n_nodes):
-        v = b.add_node(add, (v, x), {}, AbstractTensor((1,), mstype.float32)).outputs[0]
-    ex = O0Executor(b.finish([v]))
+    from .build import capture
+
+    def chain(x):                      # traced, not run: a graph of `n_nodes` one-element adds
+        v = x
+        for _ in range(n_nodes):
+            v = v + x
+        return v
+
+    ex = O0Executor(capture(chain, (AbstractTensor((1,), mstype.float32),)).graph)
     one = np.ones(1, np.float32)
     ex.run(one)
     return _best_time(lambda: ex.run(one), 5) / n_nodes

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ir import OPAQUE, Value
-from .costs import consumers_of, node_cost
+from ..costs import consumers_of, node_cost
 from .devices import GiB, MiB
 
 ROLES = ("input", "parameter", "frozen parameter", "optimizer state", "constant")
@@ -274,7 +274,7 @@ class DryRunReport:
                  f"({', '.join(f'{p} {_fmt_time(t)}' for p, t in self.phase_time_s.items())}; "
                  f"kernel launches {_fmt_time(self.launch_time_s)})",
                  f"  roofline utilisation: {100 * self.mfu():.1f}% of the device's matmul peak "
-                 f"({_fmt_flops(d.peak_flops('matmul', _dominant_dtype(self.graph)))}/s)",
+                 f"({_fmt_flops(d.peak_flops('matmul', _dominant_dtype(self.graph, self.nodes)))}/s)",
                  "  " + self.fit_message().replace("\n", "\n  ")]
         return "\n".join(lines)
 
@@ -283,7 +283,7 @@ class DryRunReport:
         prediction implies (how close to the matmul peak the whole step runs)."""
         if not self.step_time_s:
             return 0.0
-        dt = _dominant_dtype(self.graph)
+        dt = _dominant_dtype(self.graph, self.nodes)
         return self.total_flops / (self.step_time_s * self.device.peak_flops("matmul", dt))
 
     def table(self, top=15) -> str:
@@ -365,11 +365,12 @@ def _compute_dtype(node) -> str:
     return "float32"
 
 
-def _dominant_dtype(graph) -> str:
+def _dominant_dtype(graph, records) -> str:
+    """The compute dtype most of the matrix-unit nodes (cost kind 'matmul') run in."""
     best, n = "float32", -1
     counts: dict = {}
-    for node in graph.nodes:
-        if node.is_primitive and node.op.name in ("matmul", "bmm"):
+    for node, rec in zip(graph.nodes, records):
+        if node.is_primitive and rec.kind == "matmul":
             d = _compute_dtype(node)
             counts[d] = counts.get(d, 0) + 1
     for d, c in counts.items():

@@ -68,7 +68,7 @@ Read in this order:
     memory.place(name, sizes, starts, ends)        # one heuristic on raw int arrays -> offsets
     memory.graph_plan(graph)      # plan() with a workspace per CALL (the callee's own plan), memoised
                                   # per graph: what the arena executor runs with
-    memory.register_inplace(prim_name, {out: in})  # declare a kernel that writes an output into an input
+    (a primitive whose kernel writes an output into an input declares it: defprim(..., inplace={out: in}))
 
     arena = memory.Arena(p.peak_bytes)
     a = arena.view(offset, shape, dtype)   # a C-contiguous ndarray over arena bytes [offset, offset+nbytes)
@@ -86,12 +86,12 @@ produced outside the arena because NumPy copied where a view was planned; 0 in p
 Measured (bench/bench_memory.py, tiny LLaMA forward + backward, batch 12): planned peak = lower
 bound (fragmentation 0), 72.9% below no reuse, and the arena's measured peak equals the plan.
 """
-from .lifetimes import DEFAULT_ALIGNMENT, INPLACE, Buffer, align, lifetimes, register_inplace
+from .lifetimes import DEFAULT_ALIGNMENT, Buffer, align, lifetimes
 from .heuristics import HEURISTICS, live_bytes, place
 from .planner import MemoryPlan, PlanError, check_offsets, check_plan, plan, plan_buffers
 from .arena import Arena
 from .call_plans import graph_plan
 
-__all__ = ["Buffer", "lifetimes", "register_inplace", "INPLACE", "align", "DEFAULT_ALIGNMENT", "HEURISTICS",
+__all__ = ["Buffer", "lifetimes", "align", "DEFAULT_ALIGNMENT", "HEURISTICS",
            "place", "live_bytes", "MemoryPlan", "PlanError", "plan", "plan_buffers", "check_plan",
            "check_offsets", "Arena", "graph_plan"]

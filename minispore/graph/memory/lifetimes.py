@@ -10,17 +10,19 @@ The planner's input is a list of `Buffer`s. One buffer per tensor a node produce
   captured value_and_grad graph it is simply a value whose last reader is a backward node, so its
   interval spans from the forward step to that backward step.
 
-**Views and aliases.** reshape/transpose/expand_dims/squeeze/broadcast_to/split/basic getitem
-return NumPy views of their input when NumPy can (reshape of a transposed array cannot: it
-copies). A view owns no memory: it is an alias of the buffer that owns the bytes, and every use of
-the view extends the owner's lifetime. Whether NumPy copies depends on strides, so we track each
-value's layout with a *fake* ndarray (right shape and strides, never read) and ask NumPy itself:
-`fake.reshape(shape, copy=False)` raises exactly when the real kernel would copy. Planned buffers
+**Views and aliases.** A primitive with a `view` fact (ops/primitive.py: reshape, transpose,
+split, basic getitem ...) returns a NumPy view of its input 0 when NumPy can (reshape of a
+transposed array cannot: it copies). A view owns no memory: it is an alias of the buffer that owns
+the bytes, and every use of the view extends the owner's lifetime. Whether NumPy copies depends on
+strides, so we track each value's layout with a *fake* ndarray (right shape and strides, never
+read) and ask NumPy itself: the fact's `take(fake, out_avals, attrs)` takes the same view with
+non-copying operations only (`fake.reshape(shape, copy=False)` raises exactly when the real kernel
+would copy) and returns None where the kernel would copy. Planned buffers
 are C-contiguous (executors copy each result into its arena slot); graph params and captures are
 assumed C-contiguous (the arena executor makes them so). A view of a param/capture lives in the
 caller's memory and is not planned (kind "external_view").
 
-**In-place ops.** A primitive registered with `register_inplace(name, {out: in})` writes output
+**In-place ops.** A primitive with the fact `inplace={out: in}` (ops/primitive.py) writes output
 `out` into input `in`'s bytes. The planner honours it when that input is owned by this graph and
 dead after the node (SSA: nothing else may still read the old value); the output then aliases the
 input's owner. Otherwise the output gets its own buffer (the executor copies).
@@ -38,15 +40,6 @@ from ...common.errors import OpValueError
 from ..ir import OPAQUE, Value
 
 DEFAULT_ALIGNMENT = 64          # bytes; a cache line (MindSpore's device allocator uses 512)
-
-# primitive name -> {output index: input index} for kernels that write an output into an input
-INPLACE: dict[str, dict[int, int]] = {}
-
-
-def register_inplace(prim_name: str, mapping: dict):
-    """Declare that primitive `prim_name` writes output `o` into the bytes of input `i` for each
-    `o: i` in `mapping` (e.g. a fused optimizer update `{0: 0}`)."""
-    INPLACE[prim_name] = {int(o): int(i) for o, i in mapping.items()}
 
 
 class Buffer:
@@ -112,47 +105,23 @@ def _address(a) -> int:
 
 
 def _view_rule(node, fakes):
-    """Fake arrays for the outputs of `node` if NumPy's kernel makes views of input 0, else None.
+    """Fake arrays for the outputs of `node` if its kernel makes views of input 0, else None.
 
-    Each rule mirrors the primitive's kernel (ops/prims/shape.py, shape_extra.py, indexing.py)
-    using only operations that never copy, so the fake's data is never read."""
-    name = node.op.name
+    The primitive's `view.take` mirrors its kernel using only operations that never copy, so the
+    fake's data is never read."""
+    view = node.op.view
+    if view is None:
+        return None
     x = node.inputs[0] if node.inputs else None
     if not isinstance(x, Value) or x.id not in fakes:
         return None
-    f = fakes[x.id]
-    out = node.outputs
     try:
-        if name in ("reshape", "flatten"):
-            return (f.reshape(out[0].aval.shape, copy=False),)
-        if name == "transpose":
-            return (np.transpose(f, node.attrs["perm"]),)
-        if name == "expand_dims":
-            return (np.expand_dims(f, node.attrs["axis"]),)
-        if name == "squeeze":
-            return (np.squeeze(f, node.attrs["axis"]),)
-        if name == "broadcast_to":
-            return (np.broadcast_to(f, out[0].aval.shape),)
-        if name == "split":
-            sizes, axis = node.attrs["sizes"], node.attrs["axis"]
-            return tuple(np.split(f, np.cumsum(sizes)[:-1], axis=axis))
-        if name == "getitem" and len(node.inputs) == 1 and len(out[0].aval.shape) > 0:
-            from ...ops.prims._indexspec import to_numpy
-            r = f[to_numpy(node.attrs["spec"], ())]
-            return (r,) if isinstance(r, np.ndarray) else None
+        return view.take(fakes[x.id], tuple(o.aval for o in node.outputs), node.attrs)
     except (ValueError, TypeError, IndexError, KeyError):
         return None                          # NumPy would copy (or the rule does not apply)
-    return None
 
 
 # -- the analysis ---------------------------------------------------------------------------------
-def _nbytes(aval) -> int:
-    n = aval.dtype.np.itemsize
-    for s in aval.shape:
-        n *= s
-    return n
-
-
 def _is_tensor(v) -> bool:
     return isinstance(v, Value) and v.aval is not OPAQUE
 
@@ -195,11 +164,11 @@ def lifetimes(graph, schedule=None, alignment: int = DEFAULT_ALIGNMENT, hold_unt
         for x in node.inputs:
             use(x, step)
         views = _view_rule(node, fakes) if node.is_primitive else None
-        spec = INPLACE.get(node.op.name) if node.is_primitive else None
+        spec = node.op.inplace if node.is_primitive else None
         for k, o in enumerate(node.outputs):
             if not _is_tensor(o):
                 continue
-            nb = _nbytes(o.aval)
+            nb = o.aval.nbytes
             if views is not None and k < len(views):
                 x = node.inputs[0]
                 fakes[o.id] = views[k]
@@ -268,4 +237,4 @@ def _merge_inplace(inplace_of, owner, bufs, end, aliases, external, graph):
             outputs.add(base)
 
 
-__all__ = ["Buffer", "lifetimes", "register_inplace", "INPLACE", "align", "DEFAULT_ALIGNMENT"]
+__all__ = ["Buffer", "lifetimes", "align", "DEFAULT_ALIGNMENT"]

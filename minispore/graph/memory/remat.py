@@ -8,12 +8,15 @@ Graph autodiff splits a graph into F(inputs) -> (outputs, residuals) and B(resid
 input of B and - in arena mode, where a called graph's outputs are copied into its caller's
 buffers - real memory for what was a free view.
 
-`rematerialize(forward, backward, n_out)` moves every residual whose producer is one of
-`CHEAP_OPS` (and whose own inputs are available in B: F's inputs, other residuals, or cheap values
-themselves) into B, where it is recomputed from those. Two more rules:
+`rematerialize(forward, backward, n_out)` moves every residual whose producer is cheap (`is_cheap`:
+a one-output view that is free on every device or a permutation - the primitive's `view` fact of
+kind reinterpret, broadcast or permute - or an op with a `from_shape` fact) and whose own inputs
+are available in B (F's inputs, other residuals, or cheap values themselves) into B, where it is
+recomputed from those. Two more rules:
 
-* a `zeros_like` / `ones_like` residual is made again in B from its shape alone (`zeros` / `ones`),
-  whatever its input (autodiff makes them for outputs of a multi-output op that get no cotangent);
+* a residual made by an op with a `from_shape` fact (`zeros_like`, `ones_like`) is made again in B
+  from its shape alone by the primitive that fact names (`zeros` / `ones`), whatever its input
+  (autodiff makes them for outputs of a multi-output op that get no cotangent);
 * when two or more saved residuals are same-size views of ONE value F does not save (each of
   `matmul(h, wq)`, `matmul(h, wk)`, `matmul(h, wv)` saves its own `h.T` for the weight gradient),
   that value is saved once instead and the views are taken again in B: fewer, not larger, saved
@@ -27,13 +30,22 @@ from __future__ import annotations
 
 from ..ir import Graph, Node, Value
 
-CHEAP_OPS = frozenset(("transpose", "reshape", "expand_dims", "squeeze", "broadcast_to", "flatten",
-                       "zeros_like", "ones_like"))
-# constants of known shape: recomputed in B from the aval alone (no input needed)
-_FILLED = {"zeros_like": "zeros", "ones_like": "ones"}
+# view kinds recomputed in B (a slice is not: its input is bigger than what it saves)
+_CHEAP_VIEWS = ("reinterpret", "broadcast", "permute")
 # views that keep the element count: several of them of one unsaved value are replaced by that value
-_SAME_SIZE_VIEWS = frozenset(("transpose", "reshape", "expand_dims", "squeeze", "flatten"))
+_SAME_SIZE_VIEWS = ("reinterpret", "permute")
 _MAX_DEPTH = 16
+
+
+def is_cheap(prim) -> bool:
+    """Is a one-output node of `prim` recomputed in B rather than saved? A view of kind reinterpret,
+    broadcast or permute, or a constant of known shape (`from_shape`: made from the aval alone)."""
+    view = prim.view
+    return (view is not None and view.kind in _CHEAP_VIEWS) or prim.from_shape is not None
+
+
+def _same_size_view(prim) -> bool:
+    return prim.view is not None and prim.view.kind in _SAME_SIZE_VIEWS
 
 
 def rematerialize(forward: Graph, backward: Graph, n_out: int):
@@ -49,8 +61,8 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
         ok = False
         if v.kind == "node" and depth < _MAX_DEPTH:
             node = v.producer[0]
-            if node.is_primitive and node.op.name in CHEAP_OPS and len(node.outputs) == 1:
-                ok = node.op.name in _FILLED or all(x.id in params or x.id in res_ids or cheap(x, depth + 1)
+            if node.is_primitive and is_cheap(node.op) and len(node.outputs) == 1:
+                ok = node.op.from_shape is not None or all(x.id in params or x.id in res_ids or cheap(x, depth + 1)
                                                     for x in node.inputs if isinstance(x, Value))
         memo[v.id] = ok
         return ok
@@ -109,7 +121,7 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
             return
         needed.add(v.id)
         node = v.producer[0]
-        if node.is_primitive and node.op.name in _FILLED:
+        if node.is_primitive and node.op.from_shape is not None:
             return                            # made from its shape in B: its input is not needed
         for x in node.inputs:
             if isinstance(x, Value):
@@ -120,9 +132,9 @@ def rematerialize(forward: Graph, backward: Graph, n_out: int):
     nodes = []
     for node in forward.nodes:
         if node.outputs and node.outputs[0].id in needed:
-            if node.is_primitive and node.op.name in _FILLED:
+            if node.is_primitive and node.op.from_shape is not None:
                 aval = node.outputs[0].aval
-                nn = Node(_filled_prim(node.op.name), [], {"shape": aval.shape, "dtype": aval.dtype}, (), False,
+                nn = Node(_filled_prim(node.op), [], {"shape": aval.shape, "dtype": aval.dtype}, (), False,
                           node.source)
             else:
                 nn = Node(node.op, [f_value(x) for x in node.inputs], node.attrs, (), node.multi, node.source)
@@ -172,7 +184,7 @@ def _view_root(v, params):
         if v.kind != "node":
             break
         node = v.producer[0]
-        if not (node.is_primitive and node.op.name in _SAME_SIZE_VIEWS and len(node.outputs) == 1):
+        if not (node.is_primitive and _same_size_view(node.op) and len(node.outputs) == 1):
             break
         ins = [x for x in node.inputs if isinstance(x, Value)]
         if len(ins) != 1:
@@ -183,9 +195,9 @@ def _view_root(v, params):
     return root
 
 
-def _filled_prim(like_name):
+def _filled_prim(like):
     from ...ops.primitive import get_primitive
-    return get_primitive(_FILLED[like_name])
+    return get_primitive(like.from_shape)
 
 
 def _dead_code_free(g: Graph) -> Graph:
@@ -203,4 +215,4 @@ def _dead_code_free(g: Graph) -> Graph:
     return Graph(g.name, g.params, caps, keep, g.outputs, g.source_fn)
 
 
-__all__ = ["rematerialize", "CHEAP_OPS"]
+__all__ = ["rematerialize", "is_cheap"]

@@ -13,13 +13,14 @@ NumPy runs each op as its own pass over memory: six passes of 16 MB for that RMS
 temporaries. The fused kernel reads `%0` and `%1` once and writes `%8` once (codegen/c_kernel.py).
 This is MindSpore's "graph kernel fusion" (jit_level O1) for a CPU.
 
-**What fuses** (codegen/fusible_ops.py is the table): primitives with a C expression there, on
-float32/float64 values (bool for comparison results), and `reduce_sum/mean/max/min` over a
-trailing run of axes. A group has a *domain* D (the shape of its full-size values) and, if it
-holds reductions, the number `k` of trailing axes they reduce. Each member has a role:
+**What fuses** is a fact of each primitive (`Primitive.fusion`, a `FusionRule` of ops/c_expr.py;
+this pass knows no op by name): primitives with a C expression, on float32/float64 values (bool
+for comparison results), and reductions (`reduce_sum/mean/max/min`) over a trailing run of axes.
+A group has a *domain* D (the shape of its full-size values) and, if it holds reductions, the
+number `k` of trailing axes they reduce. Each member has a role:
 
-* "full"    its output has shape D (inputs may broadcast into it);
-* "reduce"  a reduction of a full value over the last k axes (keep_dims or not);
+* "domain"  its output has shape D (inputs may broadcast into it);
+* "reduce"  a reduction of a domain-shaped value over the last k axes (keep_dims or not);
 * "row"     an elementwise op on per-row values (`rsqrt(mean + eps)`), computed once per row.
 
 **How groups form** (one pass in schedule order, greedy, like XLA's producer-consumer fusion):
@@ -30,10 +31,12 @@ creates no cycle. A cycle would arise when another input of the node depends on 
 a node outside it (`a -> matmul -> b` with a and b fused would have to run both before and after
 the matmul); each value carries a bitmask of the groups it depends on, so the test is one AND.
 Other producer groups are then merged in when the same conditions hold for them (diamonds:
-`exp(x) + x*2`). View ops (reshape, broadcast_to, transpose, copy) never start a group - the value
-they view is often read by an unfusible node too (a reshape feeding a mul and a split) - but one
-whose only reader is a group joins it at the end: the kernel then reads the viewed buffer by
-strides (a transposed read is a permuted stride, a broadcast a zero stride), with no copy. Groups
+`exp(x) + x*2`). Ops that only re-read memory (`FusionRule.free`: reshape, broadcast_to, transpose,
+copy) never start a group - the value they view is often read by an unfusible node too (a reshape
+feeding a mul and a split) - but one whose only reader is a group joins it at the end: the kernel
+then reads the viewed buffer by strides, as the op's `Primitive.view` says (a "reinterpret" view
+reads the buffer in the output's shape, a "permute" view by permuted strides, a broadcast by zero
+strides), with no copy. Groups
 with fewer than two ops that do work stay unfused: NumPy runs a single op as fast as a loop.
 
 **After grouping**: each group becomes a `KernelSpec` (c_kernel.py), all kernels of the graph are
@@ -67,7 +70,7 @@ from ...common.errors import MinisporeRuntimeError
 from ...ops import _check as C
 from ...ops.primitive import AbstractTensor, Primitive
 from ..codegen import build as B
-from ..codegen import fusible_ops as T
+from ..codegen import c_types as T
 from ..codegen.c_kernel import InputSpec, KernelSpec, MemberSpec, _Access, declaration, generate
 from ..ir import OPAQUE, Graph, Node, Value
 from .inline_control_flow import is_random
@@ -78,12 +81,20 @@ MIN_WORK = 2           # ops that do work a group needs before it is worth a ker
 
 # -- which nodes may fuse -----------------------------------------------------------------------------
 class _Info:
-    """What the pass knows about a fusible node: kind ('ew'/'reduce'), output shape, k for reductions."""
+    """What the pass knows about a fusible node: kind ('ew'/'reduce'), output shape, k for reductions,
+    its FusionRule and how it reads its input (`_view_kind`)."""
 
-    __slots__ = ("kind", "shape", "k", "name")
+    __slots__ = ("kind", "shape", "k", "rule", "view")
 
-    def __init__(self, kind, shape, k, name):
-        self.kind, self.shape, self.k, self.name = kind, shape, k, name
+    def __init__(self, kind, shape, k, rule, view):
+        self.kind, self.shape, self.k, self.rule, self.view = kind, shape, k, rule, view
+
+
+def _view_kind(op):
+    """How a member reads its input 0 through a view (`Primitive.view`): "reinterpret" (the buffer in
+    the output's shape), "permute" (by permuted strides), "broadcast", or None (elementwise)."""
+    view = op.view
+    return view.kind if view is not None else None
 
 
 def _is_scalar_const(x):
@@ -94,7 +105,9 @@ def classify(node):
     """`_Info` for a node the C code generator can handle, else None."""
     if not node.is_primitive or node.multi or isinstance(node.op, FusedPrimitive):
         return None
-    name = node.op.name
+    rule = node.op.fusion
+    if rule is None:
+        return None
     out = node.outputs[0].aval
     if not isinstance(out, AbstractTensor) or out.size == 0 or T.ctype_of(out.dtype) is None:
         return None
@@ -104,35 +117,26 @@ def classify(node):
             return None
     if not all(isinstance(x, Value) or _is_scalar_const(x) for x in node.inputs):
         return None
-    if name in T.REDUCTIONS:
+    if rule.reduce is not None:
         if len(node.inputs) != 1 or not vals or node.attrs.get("initial") is not None:
             return None
         x = vals[0].aval
         if not x.dtype.is_floating or out.dtype is not x.dtype or x.ndim == 0:
             return None
-        axes = C.axes(name, node.attrs.get("axis", ()), x.ndim)
+        axes = C.axes(node.op.name, node.attrs.get("axis", ()), x.ndim)
         k = len(axes)
         if axes != tuple(range(x.ndim - k, x.ndim)):
             return None                       # only trailing axes: rows x columns
         if int(np.prod(x.shape[x.ndim - k:])) <= 1:
             return None
-        return _Info("reduce", out.shape, k, name)
-    rule = T.RULES.get(name)
-    if rule is None:
-        return None
+        return _Info("reduce", out.shape, k, rule, None)
+    # (a rule that is not float_only takes any dtype the generator handles, output included)
     if rule.float_only:
         if not out.dtype.is_floating or not all(v.aval.dtype.is_floating for v in vals):
             return None
-    if not out.dtype.is_floating and not rule.out_bool and name not in _ANY_DTYPE_OUT:
+    if rule.one_tensor and len(vals) != 1:
         return None
-    if name in ("broadcast_to", "reshape", "copy", "stop_gradient", "cast", "zeros_like", "ones_like",
-                "transpose") and len(vals) != 1:
-        return None
-    return _Info("ew", out.shape, None, name)
-
-
-_ANY_DTYPE_OUT = ("cast", "zeros_like", "ones_like", "where", "copy", "stop_gradient", "broadcast_to", "reshape",
-                  "transpose")
+    return _Info("ew", out.shape, None, rule, _view_kind(node.op))
 
 
 def _is_barrier(node) -> bool:
@@ -172,7 +176,7 @@ def _role(info, node, domain, k):
             return None
         return "reduce"
     if info.shape == domain:
-        return "full"
+        return "domain"
     if k is not None:
         kd, nokd = domain[:len(domain) - k] + (1,) * k, domain[:len(domain) - k]
         if info.shape in (kd, nokd):
@@ -183,11 +187,11 @@ def _role(info, node, domain, k):
 def _use_ok(consumer, c_role, c_shape, p_role, p_shape, domain, k):
     """May a member with role c_role read a member value (p_role, p_shape) of the same group?"""
     if c_role == "reduce":
-        return p_role == "full"
-    if consumer.op.name == "reshape":        # a reinterpretation: full -> full or row -> row
-        return (p_role == "full") == (c_role == "full")
-    if c_role == "full":
-        if p_role == "full":
+        return p_role == "domain"
+    if _view_kind(consumer.op) == "reinterpret":     # a reshape: domain -> domain or row -> row
+        return (p_role == "domain") == (c_role == "domain")
+    if c_role == "domain":
+        if p_role == "domain":
             return True
         return k is not None and p_shape == domain[:len(domain) - k] + (1,) * k
     return p_role in ("row", "reduce") and p_shape == c_shape
@@ -244,7 +248,7 @@ class _Grouper:
         # turn): the readers are looked up for their outputs only, so a graph of Call nodes with
         # tens of inputs each (a lazy_inline model) costs one set test per input
         candidates = {self.nodes[i].outputs[0] for i, info in self.infos.items()
-                      if info.name in T.FREE_OPS and i not in self.group_of}
+                      if info.rule.free and i not in self.group_of}
         if not candidates:
             return
         readers: dict[int, list] = {}
@@ -257,7 +261,7 @@ class _Grouper:
         outputs = {o.id for o in self.graph.outputs if isinstance(o, Value)}
         for i in range(len(self.nodes) - 1, -1, -1):
             info = self.infos.get(i)
-            if info is None or info.name not in T.FREE_OPS or i in self.group_of:
+            if info is None or not info.rule.free or i in self.group_of:
                 continue
             node = self.nodes[i]
             out = node.outputs[0]
@@ -269,7 +273,7 @@ class _Grouper:
             if any(self._member_group(x) is g for x in node.inputs):
                 continue                    # it would read a member's value as a view: not per element
             role = _role(info, node, g.domain, g.k)
-            if info.name == "transpose" and role != "full":
+            if info.view == "permute" and role != "domain":
                 continue
             if role is None or any(not _use_ok(self.nodes[r], g.roles[r], self.nodes[r].outputs[0].aval.shape, role,
                                                out.aval.shape, g.domain, g.k) for r in rs):
@@ -287,7 +291,7 @@ class _Grouper:
         return out
 
     def _work(self, g):
-        return sum(1 for i in g.members if self.nodes[i].op.name not in T.FREE_OPS)
+        return sum(1 for i in g.members if not self.infos[i].rule.free)
 
     def _member_group(self, x):
         if not isinstance(x, Value):
@@ -305,8 +309,8 @@ class _Grouper:
         return True
 
     def _place(self, i, node, info, segment):
-        if info.name == "transpose":
-            return None        # only ever pulled in as a reader of an outside value (see below)
+        if info.view == "permute":
+            return None        # a transpose: only ever pulled in as a reader of an outside value (see below)
         candidates = []
         for x in node.inputs:
             g = self._member_group(x)
@@ -324,7 +328,7 @@ class _Grouper:
                 k = info.k if info.kind == "reduce" else g.k
                 break
         if target is None:
-            if info.name in T.FREE_OPS:
+            if info.rule.free:
                 # a view (reshape/broadcast_to/copy) never starts a group: its input is often read by
                 # an unfusible node too (a reshape feeding both a mul and a split), and as a member
                 # it would tie the group to that node. It joins its consumer's group afterwards
@@ -333,7 +337,7 @@ class _Grouper:
             domain = node.inputs[0].aval.shape if info.kind == "reduce" else info.shape
             target = _Group(len(self.groups), domain, info.k if info.kind == "reduce" else None, segment)
             self.groups.append(target)
-            role = "reduce" if info.kind == "reduce" else "full"
+            role = "reduce" if info.kind == "reduce" else "domain"
             k = target.k
         target.k = k
         target.members.append(i)
@@ -376,7 +380,7 @@ class _Grouper:
         for p, role in roles.items():
             node = self.nodes[p]
             info = self.infos[p]
-            if _role(info, node, g.domain, k) != role and not (role == "full" and info.shape == g.domain):
+            if _role(info, node, g.domain, k) != role and not (role == "domain" and info.shape == g.domain):
                 return False
             for x in node.inputs:
                 if not isinstance(x, Value):
@@ -418,6 +422,16 @@ def _c_strides(shape):
     return out[::-1]
 
 
+def _permuted_strides(node, aval):
+    """The element strides of `node`'s permuted view of a C-contiguous buffer holding `aval`: the
+    op's own `View.take` applied to an array header whose data is never read."""
+    item = aval.dtype.np.itemsize
+    header = np.lib.stride_tricks.as_strided(np.empty(1, aval.dtype.np), aval.shape,
+                                             [s * item for s in _c_strides(aval.shape)])
+    view = node.op.view.take(header, tuple(o.aval for o in node.outputs), node.attrs)[0]
+    return tuple(s // item for s in view.strides)
+
+
 class _GroupPlan:
     """A group turned into: member nodes, input Values (with read shapes), output Values, the spec."""
 
@@ -434,12 +448,11 @@ class _GroupPlan:
 
         def input_ref(x, consumer_role, consumer_shape, consumer):
             shape, strides, nelems = x.aval.shape, None, None
-            if consumer.op.name == "reshape":
+            view = _view_kind(consumer.op)
+            if view == "reinterpret":
                 shape = consumer_shape                     # read the buffer as the reshape's result
-            elif consumer.op.name == "transpose":          # read the buffer with permuted strides
-                perm = [p % len(x.aval.shape) for p in consumer.attrs["perm"]]
-                c_strides = _c_strides(x.aval.shape)
-                shape, strides, nelems = consumer_shape, tuple(c_strides[p] for p in perm), x.aval.size
+            elif view == "permute":                        # read the buffer with permuted strides
+                shape, strides, nelems = consumer_shape, _permuted_strides(consumer, x.aval), x.aval.size
             if consumer_role == "row" and len(consumer_shape) == nd - k:   # a per-row value without keep_dims
                 shape = (1,) * (nd - k - len(shape)) + tuple(shape) + (1,) * k
             key = (x.id, tuple(shape), strides)
@@ -461,7 +474,7 @@ class _GroupPlan:
                 else:
                     ops.append(("c", x))
             attrs = dict(node.attrs)
-            members.append(MemberSpec(node.op.name, T.ctype_of(out.aval.dtype), role, ops, attrs))
+            members.append(MemberSpec(node.op.name, T.ctype_of(out.aval.dtype), role, ops, attrs, node.op.fusion))
         self.out_members = [j for j, n in enumerate(self.nodes) if n.outputs[0].id in used_outside]
         self.out_values = [self.nodes[j].outputs[0] for j in self.out_members]
         if k is None:

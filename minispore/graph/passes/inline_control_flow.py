@@ -26,17 +26,12 @@ import numpy as np
 from ..ir import CALL, HOST_CALL, IF, WHILE, Graph, Node, Value
 
 MAX_FOLD_ELEMENTS = 4096
-_RANDOM_WORDS = ("random", "uniform", "normal", "multinomial", "dropout", "bernoulli", "randint", "randperm",
-                 "shuffle", "gamma", "poisson")
 
 
 def is_random(prim) -> bool:
-    """Does this primitive draw random numbers (its kernel reads the global generator)?"""
-    name = prim.name.lower()
-    if any(w in name for w in _RANDOM_WORDS):
-        return True
-    module = getattr(getattr(prim, "impl", None), "__module__", "") or ""
-    return module.endswith(".random") or module.endswith("dropout_ops")
+    """Does this primitive draw random numbers (its kernel reads the global generator)? Its `random`
+    fact (ops/primitive.py) says so."""
+    return prim.random
 
 
 def draws_random(graph) -> bool:

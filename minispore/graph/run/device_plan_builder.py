@@ -96,13 +96,6 @@ def device_executor(graph, jit_level: str, backend=None):
 
 
 # -- the builder ------------------------------------------------------------------------------------
-def _nbytes(shape, dtype) -> int:
-    n = dtype.np.itemsize
-    for s in shape:
-        n *= s
-    return n
-
-
 class DevicePlanner:
     """Builds the DevicePlans of one graph: the inputs' and constants' buffers once, then per stream
     count the launches and the arena (cached). It is the plans' `source` (PlanSource)."""
@@ -138,7 +131,7 @@ class DevicePlanner:
         self.buffer_of_slot: dict = {}              # slot -> PlannedBuffer (inputs and constants)
         off = 0
         for v in list(g.params) + [v for v, _ in g.captures]:
-            nb = _nbytes(v.aval.shape, v.aval.dtype)
+            nb = v.aval.nbytes
             b = PlannedBuffer(len(self.fixed), INPUTS, off, nb, self._size(nb), v.aval.shape, v.aval.dtype,
                               0, last, v.name)
             self.fixed.append(b)
@@ -184,7 +177,7 @@ class DevicePlanner:
         outs = []                                  # (slot, Value, nbytes, start)
         for i, step in enumerate(steps):
             for s, o in zip(step.outs, step.node.outputs):
-                outs.append((s, o, _nbytes(o.aval.shape, o.aval.dtype), pos[i]))
+                outs.append((s, o, o.aval.nbytes, pos[i]))
         mem = plan_buffers([Buffer(s, nb, self._size(nb), start, ends[s]) for s, _, nb, start in outs],
                            n_steps=len(order))
         buffers = list(self.fixed)

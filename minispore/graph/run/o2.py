@@ -10,7 +10,7 @@ Python function that calls every kernel in schedule order, compiled once with `c
             a0, a1, = args
             c0 = _cap0._data                     # captured Parameters, read when the step runs
             v0 = _k0(c0, perm=(1, 0))  # transpose
-            _matmul_into(a0, v0, _b_v1)  # matmul    (written into its planned buffer)
+            _into1(_b_v1, a0, v0)  # matmul   (its `into` fact: written into its planned buffer)
             v1 = _b_v1
             del v0                               # its last use
             v2 = _b_v2
@@ -31,7 +31,7 @@ more than its kernels, and a graph whose every op fuses is a single C call.
 **Memory: pre-planned buffers.** Every intermediate the graph produces gets a fixed offset in
 one arena, planned once from the schedule by the SOMAS planner (graph/memory): fused C kernels
 write straight into their planned buffers (their pointers are taken once, at compile time, so a
-call passes ready-made pointers), NumPy ufuncs and matmul are given theirs with `out=`, other
+call passes ready-made pointers), NumPy ufuncs get theirs with `out=` and kernels with an `into` fact (matmul) write into theirs, other
 kernels' results are copied in. Graph outputs are not in the arena: they are returned, so kernels
 write them into fresh arrays (a view of an arena tensor that is returned is copied out). Host
 calls get copies of arena tensors (Python code may keep a reference).
@@ -211,18 +211,14 @@ class O2Executor:
         k = src.bind(f"_k{i}", prim.kernel)
         owned = len(outs) == 1 and not node.multi and self._in_arena(node.outputs[0], plan)
         if owned and not node.attrs and (isinstance(prim.kernel, np.ufunc) and prim.kernel.nout == 1
-                                         or prim.name == "matmul" and prim.kernel is prim.impl):
-            # the kernel writes straight into the planned buffer: a NumPy ufunc, or matmul
+                                         or prim.into is not None and prim.kernel is prim.impl):
+            # the kernel writes straight into the planned buffer: a NumPy ufunc, or a kernel with an
+            # `into` fact (matmul's BLAS call with out=) - one result copy per node saved
             buf = self._buffer(src, outs[0], node.outputs[0], plan)
             if isinstance(prim.kernel, np.ufunc):
                 src.emit(f"{k}({', '.join(args)}, out={buf}, casting='unsafe')  # {prim.name}", i)
-            elif all(isinstance(x, Value) and x.aval.dtype is node.outputs[0].aval.dtype for x in node.inputs) \
-                    and node.outputs[0].aval.dtype.np.kind == "f" and node.outputs[0].aval.dtype.np.itemsize >= 4:
-                # float32/float64 operands of the output's dtype (known at compile time): NumPy's own
-                # matmul with out= is the kernel's BLAS call
-                src.emit(f"{src.bind('_np_matmul', np.matmul)}({', '.join(args)}, out={buf})  # {prim.name}", i)
             else:
-                src.emit(f"{src.bind('_matmul_into', _matmul_into)}({', '.join(args)}, {buf})  # {prim.name}", i)
+                src.emit(f"{src.bind(f'_into{i}', prim.into)}({buf}, {', '.join(args)})  # {prim.name}", i)
             src.emit(f"{outs[0]} = {buf}", i)
             return
         kw = [f"{a}={src.const(f'_a{i}_{a}', v)}" for a, v in node.attrs.items()]
@@ -416,16 +412,6 @@ class _BadInput:
     def __call__(self, *arrays):
         from ..passes.fusion import _bad_input
         _bad_input(self.prim, arrays)
-
-
-def _matmul_into(a, b, out):
-    """matmul writing into a planned buffer: NumPy's own `out=` when the dtypes agree (the same BLAS
-    call as the kernel's), else the kernel's result copied in."""
-    if a.dtype == out.dtype and b.dtype == out.dtype and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
-        np.matmul(a, b, out=out)
-    else:
-        from ...ops.primitive import get_primitive
-        np.copyto(out, get_primitive("matmul").kernel(a, b), casting="unsafe")
 
 
 __all__ = ["O2Executor"]

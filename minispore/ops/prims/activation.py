@@ -29,6 +29,8 @@ from ...common import dtype as mstype
 from ...common.grad_state import wants_grad
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import c_expr
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from .elementwise import (add, cast, equal, erf, exp, greater, greater_equal, less, less_equal, logical_and,
                           logical_or, minimum, mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
@@ -80,7 +82,8 @@ def _relu_bprop(inputs, out, dout):
     return (where(greater(x, 0), dout, zeros_like(dout)),)
 
 
-_relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)")
+_relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)",
+                fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], t.lit(0))), cost=costs.ELEMENTWISE)
 
 
 def relu(input):
@@ -101,8 +104,14 @@ def _leaky_relu_bprop(inputs, out, dout, alpha=0.2):
     return (where(greater(x, 0), dout, at_kink),)
 
 
+def _leaky_relu_c(a, t, at, raw):
+    x = a[0]
+    return f"(({x}) > 0 ? ({x}) : ({x} * {t.lit(at.get('alpha', 0.2))}))"
+
+
 _leaky_relu = defprim("leaky_relu", _float_unary_infer("leaky_relu"), _leaky_relu_kernel, _leaky_relu_bprop,
-                      doc="x if x > 0 else alpha * x")
+                      doc="x if x > 0 else alpha * x", fusion=c_expr.rule(_leaky_relu_c),
+                      cost=costs.per_output_element(2))
 
 
 def leaky_relu(input, alpha=0.2):
@@ -125,7 +134,14 @@ def _elu_bprop(inputs, out, dout, alpha=1.0):
     return (where(greater(x, 0), dout, neg_branch),)
 
 
-_elu = defprim("elu", _float_unary_infer("elu"), _elu_kernel, _elu_bprop, doc="x if x > 0 else alpha*(exp(x)-1)")
+def _elu_c(a, t, at, raw):
+    """x > 0 ? x : alpha * expm1(min(x, 0)), as _elu_kernel."""
+    x = a[0]
+    return f"(({x}) > 0 ? ({x}) : ({t.lit(at.get('alpha', 1.0))} * {t.fn('expm1')}({c_expr.nan_min(x, t.lit(0))})))"
+
+
+_elu = defprim("elu", _float_unary_infer("elu"), _elu_kernel, _elu_bprop, doc="x if x > 0 else alpha*(exp(x)-1)",
+               fusion=c_expr.rule(_elu_c), cost=costs.per_output_element(3))
 
 
 def elu(input_x, alpha=1.0):
@@ -158,8 +174,14 @@ def _hardtanh_bprop(inputs, out, dout, min_val=-1.0, max_val=1.0):
     return (where(inside, dout, where(on_bound, mul(dout, 0.5), zero)),)
 
 
+def _hardtanh_c(a, t, at, raw):
+    """min(max(x, min_val), max_val), NaN-propagating as the kernel's np.clip."""
+    lo, hi = t.lit(at.get("min_val", -1.0)), t.lit(at.get("max_val", 1.0))
+    return c_expr.nan_min(c_expr.nan_max(a[0], lo), hi)
+
+
 _hardtanh = defprim("hardtanh", _hardtanh_infer, _hardtanh_kernel, _hardtanh_bprop,
-                    doc="clip to [min_val, max_val]")
+                    doc="clip to [min_val, max_val]", fusion=c_expr.rule(_hardtanh_c), cost=costs.ELEMENTWISE)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
@@ -230,7 +252,8 @@ def _sigmoid_bprop(inputs, out, dout):
 
 
 _sigmoid = defprim("sigmoid", _float_unary_infer("sigmoid"), _sigmoid_kernel, _sigmoid_bprop,
-                   doc="1 / (1 + exp(-x))")
+                   doc="1 / (1 + exp(-x))", fusion=c_expr.rule(lambda a, t, at, raw: c_expr.sigmoid(t, a[0])),
+                   cost=costs.per_output_element(3))
 
 
 def sigmoid(input):
@@ -246,7 +269,8 @@ def _tanh_bprop(inputs, out, dout):
     return (mul(dout, sub(1.0, square(out))),)
 
 
-_tanh = defprim("tanh", _float_unary_infer("tanh"), _tanh_kernel, _tanh_bprop, doc="hyperbolic tangent")
+_tanh = defprim("tanh", _float_unary_infer("tanh"), _tanh_kernel, _tanh_bprop, doc="hyperbolic tangent",
+               fusion=c_expr.libm("tanh"), cost=costs.ELEMENTWISE)
 
 
 def tanh(input):
@@ -303,9 +327,20 @@ def _silu_grad_bprop(inputs, out, dout):
     return gx, gg
 
 
-_silu = defprim("silu", _float_unary_infer("silu"), _silu_kernel, _silu_bprop, doc="x * sigmoid(x)")
+_silu = defprim("silu", _float_unary_infer("silu"), _silu_kernel, _silu_bprop, doc="x * sigmoid(x)",
+               fusion=c_expr.rule(lambda a, t, at, raw: f"({c_expr.sigmoid(t, a[0])} * {a[0]})"),
+               cost=costs.per_output_element(4))
+
+
+def _silu_grad_c(a, t, at, raw):
+    """dout * silu'(x) = ((((1 - s) * x) + 1) * s) * dout, s = sigmoid(x) (as _silu_grad_kernel)."""
+    s, one = c_expr.sigmoid(t, a[0]), t.lit(1.0)
+    return f"((((({one} - {s}) * {a[0]}) + {one}) * {s}) * {a[1]})"
+
+
 _silu_grad = defprim("silu_grad", _silu_grad_infer, _silu_grad_kernel, _silu_grad_bprop,
-                     doc="fused backward of silu: dout * silu'(x)")
+                     doc="fused backward of silu: dout * silu'(x)", fusion=c_expr.rule(_silu_grad_c),
+                     cost=costs.per_output_element(6))
 
 
 def silu(x):
@@ -334,8 +369,17 @@ def _softplus_bprop(inputs, out, dout, beta=1.0, threshold=20.0):
     return (where(greater(bx, threshold), dout, mul(dout, sigmoid(bx))),)
 
 
+def _softplus_c(a, t, at, raw):
+    """As _softplus_kernel: max(bx, 0) + log1p(exp(-|bx|)), over beta; x itself above the threshold."""
+    beta, threshold = at.get("beta", 1.0), at.get("threshold", 20.0)
+    bx = f"({a[0]} * {t.lit(beta)})"
+    soft = f"(({c_expr.nan_max(bx, t.lit(0))} + {t.fn('log1p')}({t.fn('exp')}(-{t.fn('fabs')}({bx})))) / {t.lit(beta)})"
+    return f"(({bx} > {t.lit(threshold)}) ? ({a[0]}) : {soft})"
+
+
 _softplus = defprim("softplus", _softplus_infer, _softplus_kernel, _softplus_bprop,
-                    doc="log(1 + exp(beta*x)) / beta, linear above threshold")
+                    doc="log(1 + exp(beta*x)) / beta, linear above threshold", fusion=c_expr.rule(_softplus_c),
+                    cost=costs.per_output_element(3))
 
 
 def softplus(input, beta=1, threshold=20):
@@ -383,7 +427,19 @@ def _gelu_bprop(inputs, out, dout, approximate="none"):
     return (mul(dout, add(cdf, mul(x, pdf))),)
 
 
-_gelu = defprim("gelu", _gelu_infer, _gelu_kernel, _gelu_bprop, doc="Gaussian error linear unit")
+def _gelu_c(a, t, at, raw):
+    """The same formulas, in the same evaluation order, as _gelu_kernel."""
+    x = a[0]
+    if at.get("approximate", "none") == "tanh":
+        # 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x)))
+        inner = f"({t.lit(math.sqrt(2.0 / math.pi))} * ({x} + ((({t.lit(0.044715)} * {x}) * {x}) * {x})))"
+        return f"(({t.lit(0.5)} * {x}) * ({t.lit(1.0)} + {t.fn('tanh')}({inner})))"
+    # 0.5 * x * erfc(-x / sqrt(2))
+    return f"(({t.lit(0.5)} * {x}) * {t.fn('erfc')}((-{x}) / {t.lit(math.sqrt(2.0))}))"
+
+
+_gelu = defprim("gelu", _gelu_infer, _gelu_kernel, _gelu_bprop, doc="Gaussian error linear unit",
+                fusion=c_expr.rule(_gelu_c), cost=costs.per_output_element(8))
 
 
 def gelu(input, approximate="none"):
@@ -546,11 +602,11 @@ def _log_softmax_grad_bprop(inputs, out, dout, axis=-1):
 
 
 _softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
-                   doc="exp(x) / sum(exp(x)) along an axis")
+                   doc="exp(x) / sum(exp(x)) along an axis", cost=costs.per_output_element(5))
 _softmax_grad = defprim("softmax_grad", _softmax_grad_infer, _softmax_grad_kernel, _softmax_grad_bprop,
-                        doc="fused backward of softmax: y * (dout - sum(dout * y))")
+                        doc="fused backward of softmax: y * (dout - sum(dout * y))", cost=costs.per_output_element(4))
 _log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
-                       doc="x - logsumexp(x) along an axis")
+                       doc="x - logsumexp(x) along an axis", cost=costs.per_output_element(5))
 _log_softmax_grad = defprim("log_softmax_grad", _log_softmax_grad_infer, _log_softmax_grad_kernel,
                             _log_softmax_grad_bprop, doc="fused backward of log_softmax: dout - exp(y) * sum(dout)")
 
@@ -638,7 +694,18 @@ def _clamp_bprop(inputs, out, dout):
     return gx, glo, ghi
 
 
-_clamp = defprim("clamp", _clamp_infer, _clamp_kernel, _clamp_bprop, doc="min(max(x, min), max)")
+def _clamp_c(a, t, at, raw):
+    """max then min, each NaN-propagating as np.maximum/np.minimum; a None bound is skipped."""
+    out = a[0]
+    if a[1] is not None:
+        out = c_expr.nan_max(out, a[1])
+    if a[2] is not None:
+        out = c_expr.nan_min(out, a[2])
+    return out
+
+
+_clamp = defprim("clamp", _clamp_infer, _clamp_kernel, _clamp_bprop, doc="min(max(x, min), max)",
+                 fusion=c_expr.rule(_clamp_c), cost=costs.ELEMENTWISE)
 
 
 def clamp(input, min=None, max=None):

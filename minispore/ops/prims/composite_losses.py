@@ -21,26 +21,10 @@ import numbers
 from ...common import dtype as mstype
 from .. import _check as C
 from . import _nn_common as N
-from .loss_ops import _reduction
+from ._loss_reduction import check_reduction, reduce_loss
 
 # =================================================================================================
 # shared pieces
-
-
-def _reduce_loss(loss, reduction):
-    """Reduce an element-wise loss: 'mean' | 'sum' | 'none'.
-
-    As MindSpore's `_get_loss`: float16/bfloat16 (and integer) losses are reduced in float32 and
-    cast back to their own dtype, so a mean over many elements does not lose the low bits."""
-    from .elementwise import cast
-    from .reduction import mean, reduce_sum
-    if reduction == "none":
-        return loss
-    dt = loss.dtype
-    wide = dt not in (mstype.float32, mstype.float64)
-    x = cast(loss, mstype.float32) if wide else loss
-    x = mean(x) if reduction == "mean" else reduce_sum(x)
-    return cast(x, dt) if wide else x
 
 
 def _real(op, name, v):
@@ -82,9 +66,9 @@ def mse_loss(input, target, reduction='mean'):
     from .elementwise import square, sub
     N.floating("mse_loss", "input", input)
     N.tensor("mse_loss", "target", target)
-    _reduction("mse_loss", reduction)
+    check_reduction("mse_loss", reduction)
     C.broadcast("mse_loss", tuple(input.shape), tuple(target.shape))
-    return _reduce_loss(square(sub(input, target)), reduction)
+    return reduce_loss(square(sub(input, target)), reduction)
 
 
 def l1_loss(input, target, reduction='mean'):
@@ -96,9 +80,9 @@ def l1_loss(input, target, reduction='mean'):
     op = "l1_loss"
     N.tensor(op, "input", input)
     N.tensor(op, "target", target)
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     C.broadcast(op, tuple(input.shape), tuple(target.shape))
-    return _reduce_loss(abs_(sub(input, target)), reduction)
+    return reduce_loss(abs_(sub(input, target)), reduction)
 
 
 def smooth_l1_loss(input, target, beta=1.0, reduction='none'):
@@ -116,13 +100,13 @@ def smooth_l1_loss(input, target, beta=1.0, reduction='none'):
     beta = _real(op, "beta", beta)
     if beta < 0:
         raise C.OpValueError(op, "'beta' >= 0", repr(beta))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     d = sub(input, target)
     ad = abs_(d)
     if beta == 0.0:
-        return _reduce_loss(ad, reduction)
+        return reduce_loss(ad, reduction)
     loss = where(less(ad, beta), mul(square(d), 0.5 / beta), sub(ad, 0.5 * beta))
-    return _reduce_loss(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def huber_loss(input, target, reduction='mean', delta=1.0):
@@ -137,11 +121,11 @@ def huber_loss(input, target, reduction='mean', delta=1.0):
     delta = _real(op, "delta", delta)
     if not delta > 0:
         raise C.OpValueError(op, "'delta' > 0", repr(delta))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     C.broadcast(op, tuple(input.shape), tuple(target.shape))
     z = abs_(sub(input, target))
     loss = where(less(z, delta), mul(square(z), 0.5), mul(sub(z, 0.5 * delta), delta))
-    return _reduce_loss(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def gaussian_nll_loss(x, target, var, full=False, eps=1e-6, reduction='mean'):
@@ -161,7 +145,7 @@ def gaussian_nll_loss(x, target, var, full=False, eps=1e-6, reduction='mean'):
         raise C.OpTypeError(op, "'full' to be a bool", f"{type(full).__name__} {full!r}")
     if not isinstance(eps, float) or not eps > 0:
         raise C.OpValueError(op, "'eps' as a positive float", repr(eps))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     if tuple(x.shape) != tuple(var.shape) and len(x.shape) >= 1 and tuple(x.shape[:-1]) == tuple(var.shape):
         var = expand_dims(var, -1)
     C.broadcast(op, tuple(x.shape), tuple(target.shape), tuple(var.shape))
@@ -169,7 +153,7 @@ def gaussian_nll_loss(x, target, var, full=False, eps=1e-6, reduction='mean'):
     loss = mul(add(log(v), div(square(sub(x, target)), v)), 0.5)
     if full:
         loss = add(loss, 0.5 * math.log(2 * math.pi))
-    return _reduce_loss(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 # =================================================================================================
@@ -193,13 +177,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, pos_weight=None
             if C.broadcast(op, tuple(t.shape), tuple(input.shape)) != tuple(input.shape):
                 raise C.OpValueError(op, f"'{name}' that broadcasts to the logits' shape {tuple(input.shape)}",
                                      f"shape {tuple(t.shape)}")
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     sp = _softplus_stable(neg(input))                        # -log(sigmoid(x))
     log_weight = add(mul(sub(pos_weight, 1.0), target), 1.0) if pos_weight is not None else None
     loss = add(mul(sub(1.0, target), input), mul(log_weight, sp) if log_weight is not None else sp)
     if weight is not None:
         loss = mul(loss, weight)
-    return _reduce_loss(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def soft_margin_loss(input, target, reduction='mean'):
@@ -213,8 +197,8 @@ def soft_margin_loss(input, target, reduction='mean'):
     N.floating(op, "input", input)
     N.floating(op, "target", target)
     _same_shape(op, "input", input, "target", target)
-    _reduction(op, reduction)
-    return _reduce_loss(_softplus_stable(neg(mul(target, input))), reduction)
+    check_reduction(op, reduction)
+    return reduce_loss(_softplus_stable(neg(mul(target, input))), reduction)
 
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, reduction='mean'):
@@ -231,9 +215,9 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, reduction='mean'):
     _same_dtype(op, "input1", input1, "input2", input2)
     _same_dtype(op, "input1", input1, "target", target)
     C.broadcast(op, tuple(input1.shape), tuple(input2.shape), tuple(target.shape))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     x = add(mul(neg(target), sub(input1, input2)), margin)
-    return _reduce_loss(clamp(x, min=0.0), reduction)
+    return reduce_loss(clamp(x, min=0.0), reduction)
 
 
 def hinge_embedding_loss(inputs, targets, margin=1.0, reduction='mean'):
@@ -247,14 +231,14 @@ def hinge_embedding_loss(inputs, targets, margin=1.0, reduction='mean'):
     op = "hinge_embedding_loss"
     if not isinstance(margin, (float, int)) or isinstance(margin, bool):
         raise C.OpTypeError(op, "'margin' to be a float or an int", f"{type(margin).__name__} {margin!r}")
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     N.floating(op, "inputs", inputs)
     N.floating(op, "targets", targets)
     C.broadcast(op, tuple(inputs.shape), tuple(targets.shape))
     pos = cast(greater(targets, 0), inputs.dtype)
     neg = cast(less(targets, 0), inputs.dtype)
     loss = add(mul(pos, inputs), clamp(mul(neg, sub(float(margin), inputs)), min=0.0))
-    return _reduce_loss(loss, reduction)
+    return reduce_loss(loss, reduction)
 
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction='mean'):
@@ -280,7 +264,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction='mean'):
     margin = _real(op, "margin", margin)
     if not -1.0 <= margin <= 1.0:
         raise C.OpValueError(op, "'margin' in [-1, 1]", repr(margin))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     if not input1.dtype.is_floating:
         input1, input2 = cast(input1, mstype.float32), cast(input2, mstype.float32)
     dot = reduce_sum(mul(input1, input2), 1)
@@ -288,7 +272,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, reduction='mean'):
     cos = div(dot, denom)
     pos_part = where(equal(target, 1), sub(1.0, cos), 0.0)
     neg_part = where(equal(target, -1), maximum(sub(cos, margin), 0.0), 0.0)
-    return _reduce_loss(add(pos_part, neg_part), reduction)
+    return reduce_loss(add(pos_part, neg_part), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, reduction='mean'):
@@ -309,13 +293,13 @@ def multilabel_soft_margin_loss(input, target, weight=None, reduction='mean'):
     if weight is not None:
         N.floating(op, "weight", weight)
         C.broadcast(op, tuple(input.shape), tuple(weight.shape))
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     if target.dtype != input.dtype:
         target = cast(target, input.dtype)
     loss = add(mul(target, _softplus_stable(neg(input))), mul(sub(1.0, target), _softplus_stable(input)))
     if weight is not None:
         loss = mul(loss, weight)
-    return _reduce_loss(mean(loss, -1), reduction)
+    return reduce_loss(mean(loss, -1), reduction)
 
 
 def multi_margin_loss(input, target, p=1, margin=1, weight=None, reduction='mean'):
@@ -352,7 +336,7 @@ def _multi_margin(op, input, target, p, margin, weight, reduction):
         N.floating(op, "weight", weight)
         if tuple(weight.shape) != (n_classes,):
             raise C.OpValueError(op, f"'weight' of shape ({n_classes},)", f"shape {tuple(weight.shape)}")
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     idx = expand_dims(target, 1)
     picked = gather_d(input, 1, idx)                                   # x[i, y_i], shape (N, 1)
     hinge = relu(add(sub(input, picked), margin))
@@ -362,7 +346,7 @@ def _multi_margin(op, input, target, p, margin, weight, reduction):
     per = reduce_sum(mul(hinge, others), 1)
     if weight is not None:
         per = mul(per, gather(weight, target, 0))
-    return _reduce_loss(mul(per, 1.0 / n_classes), reduction)
+    return reduce_loss(mul(per, 1.0 / n_classes), reduction)
 
 
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, swap=False, reduction='mean'):
@@ -395,7 +379,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, 
     eps = _real(op, "eps", eps)
     if not isinstance(swap, bool):
         raise C.OpTypeError(op, "'swap' to be a bool", f"{type(swap).__name__} {swap!r}")
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
 
     def dist(u, v):
         return vector_norm(add(sub(u, v), eps), ord=p, axis=1)
@@ -404,7 +388,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-06, 
     d_neg = dist(anchor, negative)
     if swap:
         d_neg = minimum(d_neg, dist(positive, negative))
-    return _reduce_loss(clamp(add(sub(d_pos, d_neg), margin), min=0.0), reduction)
+    return reduce_loss(clamp(add(sub(d_pos, d_neg), margin), min=0.0), reduction)
 
 
 # =================================================================================================
@@ -434,8 +418,8 @@ def kl_div(logits, labels, reduction='mean'):
     pos = greater(t, 0.0)
     loss = where(pos, mul(t, sub(log(where(pos, t, 1.0)), logits)), 0.0)
     if reduction == "batchmean":
-        return div(_reduce_loss(loss, "sum"), float(logits.shape[0]))
-    return _reduce_loss(loss, reduction)
+        return div(reduce_loss(loss, "sum"), float(logits.shape[0]))
+    return reduce_loss(loss, reduction)
 
 
 __all__ = ["binary_cross_entropy_with_logits", "cosine_embedding_loss", "gaussian_nll_loss", "hinge_embedding_loss",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ...common.grad_state import wants_grad
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 from ._nn_common import compute_dtype
@@ -142,18 +143,38 @@ def _backprop_filter_bprop(inputs, out, dout, w_shape, **attrs):
             _backprop_input(dy, dout, x_shape=tuple(x.shape), **attrs) if wants_grad(inputs, 1) else None)
 
 
-def _conv2d_cost(x, w, stride, pads, dilation, groups):
-    n, cout, oh, ow = _geometry("conv2d", x.shape, w.shape, stride, pads, dilation, groups)
+def _conv2d_flops(ins, outs, attrs):
+    """2 * N * Cout * OH * OW * (Cin/groups) * KH * KW: the im2col GEMM's multiply-adds."""
+    x, w = ins[0], ins[1]
+    n, cout, oh, ow = _geometry("conv2d", x.shape, w.shape, attrs["stride"], attrs["pads"], attrs["dilation"],
+                                attrs["groups"])
     _, cg, kh, kw = w.shape
     return {"flops": 2 * n * cout * oh * ow * cg * kh * kw}
+
+
+def _conv2d_backprop_flops(ins, outs, attrs):
+    """The two conv2d gradients are GEMMs of the forward convolution's size:
+    2 * N * Cout * OH * OW * (Cin/groups) * KH * KW, with dout (N, Cout, OH, OW) and w (Cout, Cin/g, KH, KW)
+    (backprop_input(dout, w): w is input 1; backprop_filter(dout, x): w is the output)."""
+    dout, w = ins[0], ins[1]
+    if len(getattr(w, "shape", ())) != 4:
+        w = outs[0]
+    _, cg, kh, kw = w.shape
+    return {"flops": 2 * costs.size_of(dout) * cg * kh * kw}
+
+
+_conv2d_cost = costs.matrix_unit(_conv2d_flops)
+_conv2d_backprop_cost = costs.matrix_unit(_conv2d_backprop_flops)
 
 
 _conv2d = defprim("conv2d", _conv2d_infer, _conv2d_kernel, _conv2d_bprop, cost=_conv2d_cost,
                   doc="2-d cross-correlation, NCHW, im2col + matmul")
 _backprop_input = defprim("conv2d_backprop_input", _backprop_input_infer, _backprop_input_kernel,
-                          _backprop_input_bprop, doc="gradient of conv2d w.r.t. its input (col2im)")
+                          _backprop_input_bprop, doc="gradient of conv2d w.r.t. its input (col2im)",
+                          cost=_conv2d_backprop_cost)
 _backprop_filter = defprim("conv2d_backprop_filter", _backprop_filter_infer, _backprop_filter_kernel,
-                           _backprop_filter_bprop, doc="gradient of conv2d w.r.t. its weight")
+                           _backprop_filter_bprop, doc="gradient of conv2d w.r.t. its weight",
+                           cost=_conv2d_backprop_cost)
 
 
 def _same_pads(size, kernel, stride, dilation):

@@ -18,6 +18,7 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 
 
@@ -82,9 +83,10 @@ def _full_kernel(shape, dtype, fill_value):
     return np.full(shape, fill_value, dtype=dtype.np)
 
 
-_zeros = defprim("zeros", _filled_infer("zeros"), _zeros_kernel, doc="a tensor of zeros")
-_ones = defprim("ones", _filled_infer("ones"), _ones_kernel, doc="a tensor of ones")
-_full = defprim("full", _filled_infer("full"), _full_kernel, doc="a tensor filled with one value")
+_zeros = defprim("zeros", _filled_infer("zeros"), _zeros_kernel, doc="a tensor of zeros", cost=costs.data_movement)
+_ones = defprim("ones", _filled_infer("ones"), _ones_kernel, doc="a tensor of ones", cost=costs.data_movement)
+_full = defprim("full", _filled_infer("full"), _full_kernel, doc="a tensor filled with one value",
+                cost=costs.data_movement)
 
 
 def zeros(size, dtype=None):
@@ -136,7 +138,7 @@ def _full_like_kernel(a, fill_value, dtype):
 
 
 _full_like = defprim("full_like", _full_like_infer, _full_like_kernel,
-                     doc="a tensor shaped like the input, filled with one value")
+                     doc="a tensor shaped like the input, filled with one value", cost=costs.data_movement)
 
 
 def full_like(input, fill_value, *, dtype=None):
@@ -196,7 +198,8 @@ def _arange_kernel(start, end, step, dtype):
     return (start + step * k).astype(dtype.np)
 
 
-_arange = defprim("arange", _arange_infer, _arange_kernel, doc="evenly spaced values in [start, end)")
+_arange = defprim("arange", _arange_infer, _arange_kernel, doc="evenly spaced values in [start, end)",
+                  cost=costs.data_movement)
 
 
 def arange(start=0, end=None, step=1, *, dtype=None):
@@ -225,7 +228,7 @@ def _linspace_kernel(start, end, steps):
 
 
 _linspace = defprim("linspace", _linspace_infer, _linspace_kernel,
-                    doc="`steps` evenly spaced values from start to end inclusive")
+                    doc="`steps` evenly spaced values from start to end inclusive", cost=costs.data_movement)
 
 
 def linspace(start, end, steps):
@@ -253,7 +256,7 @@ def _eye_kernel(n, m, dtype):
     return np.eye(n, m, dtype=dtype.np)
 
 
-_eye = defprim("eye", _eye_infer, _eye_kernel, doc="identity matrix")
+_eye = defprim("eye", _eye_infer, _eye_kernel, doc="identity matrix", cost=costs.data_movement)
 
 
 def eye(n, m=None, dtype=None):

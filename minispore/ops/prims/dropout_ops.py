@@ -22,6 +22,7 @@ import numpy as np
 from ...common import context
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 
@@ -80,7 +81,8 @@ def _dropout_bprop(inputs, out, dout, p, seed):
 
 
 _dropout = defprim("dropout", _dropout_infer, _dropout_kernel, _dropout_bprop,
-                   doc="random zeroing with rescaling: (output, keep mask)")
+                   doc="random zeroing with rescaling: (output, keep mask)", random=True,
+                   cost=costs.per_output_element(2))
 
 
 def dropout(input, p=0.5, training=True, seed=None):

@@ -13,7 +13,9 @@ from ...common import dtype as mstype
 from ...common.grad_state import wants_grad
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
-from ..primitive import AbstractTensor, defprim
+from .. import c_expr
+from .. import costs
+from ..primitive import PRIMITIVES, AbstractTensor, defprim
 
 _TENSOR = (Tensor, AbstractTensor)
 _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
@@ -113,15 +115,21 @@ def _unary_infer(name, float_only=False, out_dtype=None, int_to_float=False, num
 # ------------------------------------------------------------------------------------------------
 # backward helpers (written in minispore ops so they are differentiable themselves)
 def sum_to(g, shape):
-    """Sum a broadcast gradient back down to `shape`."""
-    if g.shape == tuple(shape):
+    """Sum a broadcast gradient back down to `shape`.
+
+    It calls the `reduce_sum` and `reshape` primitives through the registry, by name, instead of
+    importing the reduction and shape families: those import this one (reduce_mean's gradient
+    divides, broadcast_to's gradient is this function), and the gradient of a broadcast is a sum
+    while the gradient of a sum is a broadcast, so importing them here would join the three
+    families in one import cycle. Elementwise is the bottom of the three; the two primitives exist
+    by the time a gradient is taken (`minispore.ops` defines every family when it is imported)."""
+    shape = tuple(shape)
+    if g.shape == shape:
         return g
-    from .reduction import reduce_sum
-    from .shape import reshape
     lead = len(g.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape) if s == 1 and g.shape[i + lead] != 1)
-    r = reduce_sum(g, axes, keep_dims=True) if axes else g
-    return reshape(r, tuple(shape)) if r.shape != tuple(shape) else r
+    r = PRIMITIVES["reduce_sum"](g, axis=axes, keep_dims=True) if axes else g
+    return PRIMITIVES["reshape"](r, shape=shape) if r.shape != shape else r
 
 
 def _shape(x):
@@ -228,17 +236,41 @@ def _mod_kernel(a, b):
         return np.mod(a, b)
 
 
-_add = defprim("add", _binary_infer("add"), np.add, _add_bprop, doc="x + y")
-_sub = defprim("sub", _binary_infer("sub", numeric_only=True), np.subtract, _sub_bprop, doc="x - y")
-_mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y")
-_div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)")
-_pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y")
+_add = defprim("add", _binary_infer("add"), np.add, _add_bprop, doc="x + y",
+               fusion=c_expr.binary("+"), cost=costs.ELEMENTWISE)
+_sub = defprim("sub", _binary_infer("sub", numeric_only=True), np.subtract, _sub_bprop, doc="x - y",
+               fusion=c_expr.binary("-"), cost=costs.ELEMENTWISE)
+_mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y",
+               fusion=c_expr.binary("*"), cost=costs.ELEMENTWISE)
+_div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)",
+               fusion=c_expr.binary("/"), cost=costs.ELEMENTWISE)
+
+
+def _pow_c(a, t, at, raw):
+    """Exact special cases for constant exponents (x*x is the correctly rounded square, as powf is
+    not guaranteed to be); any other exponent goes through libm's pow, as NumPy's loop does."""
+    e = raw[1]
+    if e is not None and not isinstance(e, bool):
+        if e == 2:
+            return f"({a[0]} * {a[0]})"
+        if e == 1:
+            return f"({a[0]})"
+        if e == 0.5:
+            return f"{t.fn('sqrt')}({a[0]})"
+    return f"{t.fn('pow')}({a[0]}, {a[1]})"
+
+
+_pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y",
+               fusion=c_expr.rule(_pow_c), cost=costs.ELEMENTWISE)
 _maximum = defprim("maximum", _binary_infer("maximum"), np.maximum,
-                   _maxmin_bprop(lambda x, y: greater(x, y)), doc="elementwise max")
+                   _maxmin_bprop(lambda x, y: greater(x, y)), doc="elementwise max",
+                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], a[1])), cost=costs.ELEMENTWISE)
 _minimum = defprim("minimum", _binary_infer("minimum"), np.minimum,
-                   _maxmin_bprop(lambda x, y: less(x, y)), doc="elementwise min")
-_floor_div = defprim("floor_div", _binary_infer("floor_div"), _floor_div_kernel, None, doc="x // y")
-_mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)")
+                   _maxmin_bprop(lambda x, y: less(x, y)), doc="elementwise min",
+                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_min(a[0], a[1])), cost=costs.ELEMENTWISE)
+_floor_div = defprim("floor_div", _binary_infer("floor_div"), _floor_div_kernel, None, doc="x // y",
+                     cost=costs.ELEMENTWISE)
+_mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)", cost=costs.ELEMENTWISE)
 
 
 def add(input, other):
@@ -340,20 +372,23 @@ def _logical(fn):
     return kernel
 
 
-def _cmp(name, fn):
-    return defprim(name, _binary_infer(name, out_dtype=mstype.bool_), fn, None, doc=f"elementwise {name}")
+def _cmp(name, fn, fusion=None):
+    return defprim(name, _binary_infer(name, out_dtype=mstype.bool_), fn, None, doc=f"elementwise {name}",
+                   fusion=fusion, cost=costs.ELEMENTWISE)
 
 
-_eq = _cmp("equal", _compare(np.equal))
-_ne = _cmp("not_equal", _compare(np.not_equal))
-_lt = _cmp("less", _compare(np.less))
-_le = _cmp("less_equal", _compare(np.less_equal))
-_gt = _cmp("greater", _compare(np.greater))
-_ge = _cmp("greater_equal", _compare(np.greater_equal))
-_and = _cmp("logical_and", _logical(np.logical_and))
-_or = _cmp("logical_or", _logical(np.logical_or))
-_xor = _cmp("logical_xor", _logical(np.logical_xor))
-_not = defprim("logical_not", _unary_infer("logical_not", out_dtype=mstype.bool_), np.logical_not, None)
+_eq = _cmp("equal", _compare(np.equal), c_expr.compare("=="))
+_ne = _cmp("not_equal", _compare(np.not_equal), c_expr.compare("!="))
+_lt = _cmp("less", _compare(np.less), c_expr.compare("<"))
+_le = _cmp("less_equal", _compare(np.less_equal), c_expr.compare("<="))
+_gt = _cmp("greater", _compare(np.greater), c_expr.compare(">"))
+_ge = _cmp("greater_equal", _compare(np.greater_equal), c_expr.compare(">="))
+_TRUTHS = dict(operands="bool", out_bool=True, float_only=False)     # logic reads truth values
+_and = _cmp("logical_and", _logical(np.logical_and), c_expr.binary("&&", **_TRUTHS))
+_or = _cmp("logical_or", _logical(np.logical_or), c_expr.binary("||", **_TRUTHS))
+_xor = _cmp("logical_xor", _logical(np.logical_xor), c_expr.binary("!=", **_TRUTHS))
+_not = defprim("logical_not", _unary_infer("logical_not", out_dtype=mstype.bool_), np.logical_not, None,
+               fusion=c_expr.rule(lambda a, t, at, raw: f"(!{a[0]})", **_TRUTHS), cost=costs.ELEMENTWISE)
 
 
 def equal(input, other):
@@ -401,10 +436,10 @@ eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_eq
 
 # ------------------------------------------------------------------------------------------------
 # unary math
-def _unary(name, kernel, bprop, float_only=False, int_to_float=False, numeric_only=False, doc=""):
+def _unary(name, kernel, bprop, float_only=False, int_to_float=False, numeric_only=False, doc="", fusion=None):
     return defprim(name, _unary_infer(name, float_only=float_only, int_to_float=int_to_float,
                                       numeric_only=numeric_only),
-                   kernel, bprop, doc=doc)
+                   kernel, bprop, doc=doc, fusion=fusion, cost=costs.ELEMENTWISE)
 
 
 def _quiet(fn):
@@ -414,28 +449,52 @@ def _quiet(fn):
     return k
 
 
-_neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), numeric_only=True, doc="-x")
-_abs = _unary("abs", np.abs, lambda i, o, d: (mul(d, sign(i[0])),), doc="|x|")
-_sign = _unary("sign", np.sign, None, numeric_only=True, doc="sign(x)")
-_exp = _unary("exp", _quiet(np.exp), lambda i, o, d: (mul(d, o),), float_only=True, int_to_float=True)
-_log = _unary("log", _quiet(np.log), lambda i, o, d: (div(d, i[0]),), float_only=True, int_to_float=True)
-_sqrt = _unary("sqrt", _quiet(np.sqrt), lambda i, o, d: (div(d, mul(o, 2.0)),), float_only=True, int_to_float=True)
+_neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), numeric_only=True, doc="-x",
+              fusion=c_expr.rule(lambda a, t, at, raw: f"(-{a[0]})"))
+_abs = _unary("abs", np.abs, lambda i, o, d: (mul(d, sign(i[0])),), doc="|x|", fusion=c_expr.libm("fabs"))
+
+
+def _sign_c(a, t, at, raw):
+    """np.sign: 1, -1, 0 (the zero's own sign), NaN for NaN."""
+    x = a[0]
+    return f"(({x}) > 0 ? {t.lit(1)} : (({x}) < 0 ? {t.lit(-1)} : (({x}) == 0 ? {t.lit(0)} : ({x}))))"
+
+
+_sign = _unary("sign", np.sign, None, numeric_only=True, doc="sign(x)", fusion=c_expr.rule(_sign_c))
+_exp = _unary("exp", _quiet(np.exp), lambda i, o, d: (mul(d, o),), float_only=True, int_to_float=True,
+              fusion=c_expr.libm("exp"))
+_log = _unary("log", _quiet(np.log), lambda i, o, d: (div(d, i[0]),), float_only=True, int_to_float=True,
+              fusion=c_expr.libm("log"))
+_sqrt = _unary("sqrt", _quiet(np.sqrt), lambda i, o, d: (div(d, mul(o, 2.0)),), float_only=True, int_to_float=True,
+               fusion=c_expr.libm("sqrt"))
 _rsqrt = _unary("rsqrt", _quiet(lambda a: 1.0 / np.sqrt(a)),
-                lambda i, o, d: (mul(d, mul(pow(o, 3), -0.5)),), float_only=True, int_to_float=True)
-_square = _unary("square", np.square, lambda i, o, d: (mul(d, mul(i[0], 2)),))
+                lambda i, o, d: (mul(d, mul(pow(o, 3), -0.5)),), float_only=True, int_to_float=True,
+                fusion=c_expr.rule(lambda a, t, at, raw: f"({t.lit(1.0)} / {t.fn('sqrt')}({a[0]}))"))
+_square = _unary("square", np.square, lambda i, o, d: (mul(d, mul(i[0], 2)),),
+                 fusion=c_expr.rule(lambda a, t, at, raw: f"({a[0]} * {a[0]})"))
 _reciprocal = _unary("reciprocal", _quiet(np.reciprocal),
-                     lambda i, o, d: (neg(mul(d, mul(o, o))),), float_only=True, int_to_float=True)
-_sin = _unary("sin", np.sin, lambda i, o, d: (mul(d, cos(i[0])),), float_only=True, int_to_float=True)
-_cos = _unary("cos", np.cos, lambda i, o, d: (neg(mul(d, sin(i[0]))),), float_only=True, int_to_float=True)
+                     lambda i, o, d: (neg(mul(d, mul(o, o))),), float_only=True, int_to_float=True,
+                     fusion=c_expr.rule(lambda a, t, at, raw: f"({t.lit(1.0)} / {a[0]})"))
+_sin = _unary("sin", np.sin, lambda i, o, d: (mul(d, cos(i[0])),), float_only=True, int_to_float=True,
+              fusion=c_expr.libm("sin"))
+_cos = _unary("cos", np.cos, lambda i, o, d: (neg(mul(d, sin(i[0]))),), float_only=True, int_to_float=True,
+              fusion=c_expr.libm("cos"))
 _erf = _unary("erf", scipy.special.erf,
               lambda i, o, d: (mul(d, mul(exp(neg(square(i[0]))), 2.0 / np.sqrt(np.pi))),),
-              float_only=True, int_to_float=True)
-_floor = _unary("floor", np.floor, lambda i, o, d: (zeros_like(d),))
-_ceil = _unary("ceil", np.ceil, lambda i, o, d: (zeros_like(d),))
-_round = _unary("round", np.round, lambda i, o, d: (zeros_like(d),))
-_isnan = defprim("isnan", _unary_infer("isnan", out_dtype=mstype.bool_), np.isnan, None)
-_isinf = defprim("isinf", _unary_infer("isinf", out_dtype=mstype.bool_), np.isinf, None)
-_isfinite = defprim("isfinite", _unary_infer("isfinite", out_dtype=mstype.bool_), np.isfinite, None)
+              float_only=True, int_to_float=True, fusion=c_expr.libm("erf"))
+_floor = _unary("floor", np.floor, lambda i, o, d: (zeros_like(d),), fusion=c_expr.libm("floor"))
+_ceil = _unary("ceil", np.ceil, lambda i, o, d: (zeros_like(d),), fusion=c_expr.libm("ceil"))
+_round = _unary("round", np.round, lambda i, o, d: (zeros_like(d),),
+                fusion=c_expr.libm("rint"))           # half to even, as np.round
+_isnan = defprim("isnan", _unary_infer("isnan", out_dtype=mstype.bool_), np.isnan, None,
+                 fusion=c_expr.rule(lambda a, t, at, raw: f"({a[0]} != {a[0]})", operands="asis", out_bool=True),
+                 cost=costs.ELEMENTWISE)
+_isinf = defprim("isinf", _unary_infer("isinf", out_dtype=mstype.bool_), np.isinf, None,
+                 fusion=c_expr.rule(lambda a, t, at, raw: f"isinf({a[0]})", operands="asis", out_bool=True),
+                 cost=costs.ELEMENTWISE)
+_isfinite = defprim("isfinite", _unary_infer("isfinite", out_dtype=mstype.bool_), np.isfinite, None,
+                    fusion=c_expr.rule(lambda a, t, at, raw: f"isfinite({a[0]})", operands="asis", out_bool=True),
+                    cost=costs.ELEMENTWISE)
 
 
 def neg(input):
@@ -564,7 +623,9 @@ def select_kernel(c, x, y):
     return np.where(c, x, y)
 
 
-_where = defprim("where", _where_infer, select_kernel, _where_bprop, doc="condition ? x : y")
+_where = defprim("where", _where_infer, select_kernel, _where_bprop, doc="condition ? x : y",
+                 fusion=c_expr.rule(lambda a, t, at, raw: f"({a[0]} ? {a[1]} : {a[2]})", operands="select",
+                                    float_only=False), cost=costs.ELEMENTWISE)
 
 
 def where(condition, input, other):
@@ -602,7 +663,10 @@ def _cast_bprop(inputs, out, dout, dtype):
     return (cast(dout, x.dtype),)
 
 
-_cast = defprim("cast", _cast_infer, _cast_kernel, _cast_bprop, doc="convert dtype")
+_cast = defprim("cast", _cast_infer, _cast_kernel, _cast_bprop, doc="convert dtype",
+                # (fused, the operand conversion is the cast)
+                fusion=c_expr.rule(lambda a, t, at, raw: a[0], operands="asis", float_only=False, one_tensor=True),
+                cost=costs.data_movement)
 
 
 def cast(input, dtype):
@@ -614,7 +678,8 @@ def cast(input, dtype):
 
 
 _stop_gradient = defprim("stop_gradient", _unary_infer("stop_gradient"), lambda a: a, None,
-                         doc="identity whose output never carries a gradient")
+                         doc="identity whose output never carries a gradient", fusion=c_expr.reads_input(),
+                         cost=costs.free)
 
 
 def stop_gradient(value):
@@ -625,7 +690,9 @@ def stop_gradient(value):
 
 
 _copy = defprim("copy", _unary_infer("copy"), np.copy, lambda i, o, d: (d,),
-                doc="a new tensor with its own storage (differentiable, unlike a NumPy copy)")
+                doc="a new tensor with its own storage (differentiable, unlike a NumPy copy)",
+                fusion=c_expr.reads_input(),
+                cost=costs.data_movement)
 
 
 def deepcopy(input_x):
@@ -642,9 +709,11 @@ def _like_infer(name):
 
 
 _zeros_like = defprim("zeros_like", _like_infer("zeros_like"),
-                      lambda a, dtype=None: np.zeros(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype))
+                      lambda a, dtype=None: np.zeros(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype),
+                      from_shape="zeros", fusion=c_expr.constant(0), cost=costs.data_movement)
 _ones_like = defprim("ones_like", _like_infer("ones_like"),
-                     lambda a, dtype=None: np.ones(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype))
+                     lambda a, dtype=None: np.ones(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype),
+                     from_shape="ones", fusion=c_expr.constant(1), cost=costs.data_movement)
 
 
 def zeros_like(input, *, dtype=None):

@@ -34,6 +34,7 @@ from ...common import context
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from . import fused_attention_kernels as K
 
@@ -122,6 +123,11 @@ def _qkv_geometry(op, q, k, v, heads, layout, kv_heads=0):
     b2, n2, s2, _ = _layout_dims(op, "key", k, layout, head_dim=d)
     if b2 != b:
         raise C.OpValueError(op, f"'key' with the query's batch size {b}", f"shape {tuple(k.shape)}")
+    if 0 in (b, n1, s1, s2, d):
+        # (an empty batch or sequence has no softmax row to normalise; the kernels' layout
+        # reshapes could not even infer their sizes)
+        raise C.OpValueError(op, "query, key and value without zero-sized dimensions",
+                             f"shapes {tuple(q.shape)}, {tuple(k.shape)}")
     if n2 == 0 or n1 % n2:
         raise C.OpValueError(op, f"a key/value head number dividing the query head number {n1}",
                              f"{n2} key/value heads")
@@ -253,6 +259,24 @@ def make_pattern(mode, pre, nxt, b, n2, s1, s2, attn_mask, prefix=None, q_len=No
                               prefix=None if mode != 5 else np.asarray(prefix, np.int64), mask=mask)
 
 
+def _flash_attention_cost(op, backward=False, heads_attr="head_num", kv_heads_attr=None):
+    """FlashAttention's cost rule: QK^T and PV are 2 matmuls of 2*S1*S2*D FLOPs per head; the
+    backward pass recomputes QK^T and does dV, dP, dQ, dK: 5 such matmuls, 2.5x the forward (Dao
+    2023, FlashAttention-2, section 3.1). The full S1 x S2 is counted even under a causal mask
+    (PaLM's convention; a kernel that skips masked tiles does about half). Softmax work (exp, max,
+    sum, rescale: ~5 per score, ~8 in backward) runs on the vector unit. Bytes: what the op reads
+    and writes - the S1 x S2 scores never reach memory, which is the point of the kernel."""
+    def rule(ins, outs, attrs):
+        if backward:                     # (dout, dlse, q, k, v, ...): the geometry of q, k, v
+            ins = ins[2:]
+        kv = attrs.get(kv_heads_attr, 0) if kv_heads_attr else 0
+        b, n1, _n2, s1, s2, d = _qkv_geometry(op, ins[0], ins[1], ins[2], attrs[heads_attr], attrs["input_layout"], kv)
+        scores = b * n1 * s1 * s2
+        mm = (10 if backward else 4) * scores * d
+        return {"flops": mm + (8 if backward else 5) * scores, "matmul_flops": mm}
+    return costs.matrix_unit(rule)
+
+
 # =================================================================================================
 # flash_attention_score
 _FA = "flash_attention_score"
@@ -358,7 +382,9 @@ def _fa_bprop(inputs, out, dout, **attrs):
 
 _flash_attention_score = defprim(
     _FA, _fa_infer, _fa_kernel, _fa_bprop,
-    doc="tiled attention with online softmax: (attention_out, softmax_lse, dropout seed)")
+    doc="tiled attention with online softmax: (attention_out, softmax_lse, dropout seed)",
+    random=True,        # with keep_prob < 1 and no drop_mask the kernel draws its dropout seed
+    cost=_flash_attention_cost(_FA))
 
 
 # ---- the fused backward ----------------------------------------------------------------------------
@@ -394,11 +420,11 @@ def _fa_grad_kernel(dout, dlse, q, k, v, attention_out, softmax_lse, seed, real_
 
 
 def _fa_grad_bprop(inputs, out, dout, **attrs):
-    """Second order: the VJP of the backward *formula* written in minispore ops (see
-    `attention_grad_in_ops`), taken with minispore's own autodiff. That composition materializes the
-    (S1, S2) probabilities, which is acceptable for grad-of-grad (small problems, rarely used); the
-    first-order path stays tiled."""
-    from ...autograd import vjp
+    """Second order: the VJP of the backward *formula*, derived by hand and written densely in
+    minispore ops (`attention_grad_vjp_in_ops`), so it is differentiable once more. It materializes
+    the (S1, S2) probabilities, which is acceptable for grad-of-grad (small problems, rarely used);
+    the first-order path stays tiled. (Written out rather than taken with autograd.vjp: ops sit
+    below autograd, ARCHITECTURE.md section 2.)"""
     dout_, dlse, q, k, v, o, lse, seed, pse, drop_mask, attn_mask = inputs
     call = _FaCall(q.asnumpy(), k.asnumpy(), v.asnumpy(), None if pse is None else pse.asnumpy(),
                    None if drop_mask is None else drop_mask.asnumpy(),
@@ -408,22 +434,16 @@ def _fa_grad_bprop(inputs, out, dout, **attrs):
     keep = call.pattern.dense()
     dropmul = None if call.dropout is None else call.dropout.dense(call.b, call.cdt)
     geo = (call.b, call.n1, call.n2, call.s1, call.s2, call.d)
-    tensors = [dout_, dlse, q, k, v, o, lse] + ([pse] if pse is not None else [])
-
-    def backward_formula(*ts):
-        p = ts[7] if pse is not None else None
-        return attention_grad_in_ops(*ts[:7], p, geo, attrs["input_layout"], attrs["scale_value"], keep, dropmul)
-
-    _, pullback = vjp(backward_formula, *tensors)
     cot = tuple(dout) if isinstance(dout, (tuple, list)) else (dout,)
-    g = pullback(cot)
-    g = list(g) if isinstance(g, tuple) else [g]
+    g = attention_grad_vjp_in_ops(cot, dout_, dlse, q, k, v, o, lse, pse, geo, attrs["input_layout"],
+                                  attrs["scale_value"], keep, dropmul)
     return (g[0], g[1], g[2], g[3], g[4], g[5], g[6], None, g[7] if pse is not None else None, None, None)
 
 
 _flash_attention_score_grad = defprim(
     "flash_attention_score_grad", _fa_grad_infer, _fa_grad_kernel, _fa_grad_bprop,
-    doc="tiled backward of flash_attention_score (recomputes probabilities from softmax_lse): (dq, dk, dv[, dpse])")
+    doc="tiled backward of flash_attention_score (recomputes probabilities from softmax_lse): (dq, dk, dv[, dpse])",
+    cost=_flash_attention_cost(_FA, backward=True))
 
 
 def _fa_grad(dout, dlse, q, k, v, out, lse, seed, real_shift, drop_mask, attn_mask, **attrs):
@@ -461,19 +481,39 @@ def _ops_from_grouped(x5, layout, geo, which):
     return reshape(transpose(x4, (2, 0, 1, 3)), (s, b, n * d))
 
 
-def attention_grad_in_ops(dout, dlse, q, k, v, out, lse, pse, geo, layout, scale, keep, dropmul):
-    """The FlashAttention backward formula written densely in minispore ops (differentiable again):
+def attention_grad_vjp_in_ops(cot, dout, dlse, q, k, v, out, lse, pse, geo, layout, scale, keep, dropmul):
+    """The VJP of the FlashAttention backward formula, written densely in minispore ops.
 
-        P = exp(scale Q K^T + pse - L) on visible entries     D = rowsum(dO * O) - dL
-        dV = (P * M)^T dO     dS = P * ((dO V^T) * M - D)     dQ = scale dS K     dK = scale dS^T Q
+    The backward formula (per head group; M the dropout multiplier, 0 off the visible entries):
 
-    with M the dropout multiplier. `keep` / `dropmul` are dense NumPy constants."""
-    from .elementwise import exp, mul, sub, sum_to, where
+        S = scale Q K^T + pse     P = exp(S - L) on visible entries     D = rowsum(dO * O) - dL
+        dP = (dO V^T) * M     dS = P * (dP - D)
+        dQ = scale dS K     dK = scale dS^T Q     dV = (P * M)^T dO     dpse = dS
+
+    Given the cotangents gQ, gK, gV[, gpse] of (dQ, dK, dV[, dpse]) (`cot`), the chain rule run
+    backwards through those lines gives the gradients of the formula's inputs
+    (dO, dL, Q, K, V, O, L[, pse]):
+
+        gdS = scale (gQ K^T + Q gK^T) + gpse        gP = (dO gV^T) * M + gdS * (dP - D)
+        gdP = gdS * P     gD = -rowsum(gdP)         gS = gP * P       gL = -rowsum(gS)
+        gdO = (P * M) gV + (gdP * M) V + gD * O     gO = gD * dO      gdL = -gD
+        gQ' = scale (dS gK + gS K)    gK' = scale (dS^T gQ + gS^T Q)    gV' = (gdP * M)^T dO
+        gpse' = gS
+
+    Keys and values are shared by the G query heads of a group, so their gradients sum over G.
+    `keep` / `dropmul` are dense NumPy constants; everything else is a minispore op, so the result
+    is differentiable again. The grouped-attention fixture in tests/ops/test_fused_flash_attention.py
+    checks it against PyTorch's double backward, the opdb entry against finite differences."""
+    from .elementwise import add, exp, mul, neg, sub, sum_to, where
     from .linalg import matmul
     from .reduction import reduce_sum
     from .shape import reshape, transpose
     b, n1, n2, s1, s2, d = geo
     dt = q.dtype
+
+    def t(x):
+        return transpose(x, (0, 1, 2, 4, 3))
+
     qg = _ops_to_grouped(q, layout, geo, "q")
     kg = _ops_to_grouped(k, layout, geo, "kv")
     vg = _ops_to_grouped(v, layout, geo, "kv")
@@ -482,28 +522,63 @@ def attention_grad_in_ops(dout, dlse, q, k, v, out, lse, pse, geo, layout, scale
     L = reshape(lse, (b, n2, n1 // n2, s1, 1))
     dL = reshape(dlse, (b, n2, n1 // n2, s1, 1))
     keep_t = Tensor(np.broadcast_to(keep, (b, n2, n1 // n2, s1, s2)).copy())
-    s = mul(matmul(qg, transpose(kg, (0, 1, 2, 4, 3))), scale)
-    if pse is not None:
-        s = s + reshape(pse, _pse5_shape(pse.shape, n2))
-    # exp of visible entries only; L = -inf (an empty row) has no visible entry
-    safe_l = where(keep_t, L, Tensor(np.zeros((), dt.np)))
+    m = None if dropmul is None else Tensor(dropmul.astype(dt.np))
     zero = Tensor(np.zeros((), dt.np))
-    p = where(keep_t, exp(sub(where(keep_t, s, zero), safe_l)), zero)
-    dp = matmul(dog, transpose(vg, (0, 1, 2, 4, 3)))
+
+    # the forward formula's intermediates, recomputed
+    s = mul(matmul(qg, t(kg)), scale)
+    if pse is not None:
+        s = add(s, reshape(pse, _pse5_shape(pse.shape, n2)))
+    # exp of visible entries only; L = -inf (an empty row) has no visible entry
+    p = where(keep_t, exp(sub(where(keep_t, s, zero), where(keep_t, L, zero))), zero)
+    dp = matmul(dog, t(vg))
     pm = p
-    if dropmul is not None:
-        m = Tensor(dropmul.astype(dt.np))
+    if m is not None:
         dp = mul(dp, m)
         pm = mul(p, m)
     delta = sub(reduce_sum(mul(dog, og), -1, True), dL)
     ds = mul(p, sub(dp, delta))
-    dq = mul(matmul(ds, kg), scale)
-    dk = mul(reduce_sum(matmul(transpose(ds, (0, 1, 2, 4, 3)), qg), 2, True), scale)
-    dv = reduce_sum(matmul(transpose(pm, (0, 1, 2, 4, 3)), dog), 2, True)
-    grads = (_ops_from_grouped(dq, layout, geo, "q"), _ops_from_grouped(dk, layout, geo, "kv"),
-             _ops_from_grouped(dv, layout, geo, "kv"))
+
+    # the cotangents of (dQ, dK, dV[, dpse]), grouped like the formula's values
+    gq = _ops_to_grouped(cot[0], layout, geo, "q")
+    gk = _ops_to_grouped(cot[1], layout, geo, "kv")
+    gv = _ops_to_grouped(cot[2], layout, geo, "kv")
+    # dQ = scale dS K, dK = scale dS^T Q, dpse = dS
+    g_ds = mul(add(matmul(gq, t(kg)), matmul(qg, t(gk))), scale)
     if pse is not None:
-        grads += (reshape(sum_to(ds, _pse5_shape(pse.shape, n2)), pse.shape),)
+        g_ds = add(g_ds, reshape(cot[3], _pse5_shape(pse.shape, n2)))
+    g_q = mul(matmul(ds, gk), scale)
+    g_k = mul(reduce_sum(matmul(t(ds), gq), 2, True), scale)
+    # dV = (P M)^T dO
+    g_p = matmul(dog, t(gv))
+    if m is not None:
+        g_p = mul(g_p, m)
+    g_do = matmul(pm, gv)
+    # dS = P (dP - D)
+    g_p = add(g_p, mul(g_ds, sub(dp, delta)))
+    g_dp = mul(g_ds, p)
+    g_delta = neg(reduce_sum(g_dp, -1, True))
+    # D = rowsum(dO O) - dL
+    g_do = add(g_do, mul(g_delta, og))
+    g_o = mul(g_delta, dog)
+    g_dl = neg(g_delta)
+    # dP = (dO V^T) M
+    g_dpv = g_dp if m is None else mul(g_dp, m)
+    g_do = add(g_do, matmul(g_dpv, vg))
+    g_v = reduce_sum(matmul(t(g_dpv), dog), 2, True)
+    # P = exp(S - L) on visible entries (P is 0 elsewhere, so gS is too)
+    g_s = mul(g_p, p)
+    g_l = neg(reduce_sum(g_s, -1, True))
+    # S = scale Q K^T + pse
+    g_q = add(g_q, mul(matmul(g_s, kg), scale))
+    g_k = add(g_k, mul(reduce_sum(matmul(t(g_s), qg), 2, True), scale))
+
+    grads = (_ops_from_grouped(g_do, layout, geo, "q"), reshape(g_dl, dlse.shape),
+             _ops_from_grouped(g_q, layout, geo, "q"), _ops_from_grouped(g_k, layout, geo, "kv"),
+             _ops_from_grouped(g_v, layout, geo, "kv"), _ops_from_grouped(g_o, layout, geo, "q"),
+             reshape(g_l, lse.shape))
+    if pse is not None:
+        grads += (reshape(sum_to(g_s, _pse5_shape(pse.shape, n2)), pse.shape),)
     return grads
 
 
@@ -629,7 +704,9 @@ def _pfa_kernel(q, k, v, attn_mask, actual_seq_lengths, actual_seq_lengths_kv, p
 
 
 _prompt_flash_attention = defprim(_PFA, _pfa_infer, _pfa_kernel, None,
-                                  doc="prefill attention (inference): tiled, online softmax")
+                                  doc="prefill attention (inference): tiled, online softmax",
+                                  cost=_flash_attention_cost(_PFA, heads_attr="num_heads",
+                                                             kv_heads_attr="num_key_value_heads"))
 
 
 def _lengths_tensor(op, arg, v):
@@ -805,7 +882,8 @@ def _ifa_kernel(q, k, v, attn_mask, actual_seq_lengths, pse_shift, antiquant_sca
 
 
 _incre_flash_attention = defprim(_IFA, _ifa_infer, _ifa_kernel, None,
-                                 doc="decode attention (inference): Flash-Decoding split-KV, or a paged cache")
+                                 doc="decode attention (inference): Flash-Decoding split-KV, or a paged cache",
+                                 cost=costs.matrix_unit(costs.ELEMENTWISE))
 
 
 def incre_flash_attention(query, key, value, attn_mask=None, actual_seq_lengths=None, pse_shift=None,

@@ -40,7 +40,8 @@ from ...common import grad_state
 from ...common.errors import MinisporeRuntimeError
 from ...common.tensor import Tensor, _wrap
 from .. import _check as C
-from ..primitive import AbstractTensor, defprim
+from .. import costs
+from ..primitive import AbstractTensor, View, defprim
 from .elementwise import select_kernel
 from ._indexspec import IndexInput, is_basic, normalize, result_shape, to_numpy, value_fits
 
@@ -160,10 +161,23 @@ def _getitem_grad_bprop(inputs, out, dout, spec, shape):
     return (_getitem(dout, *idx, spec=spec),) + (None,) * len(idx)
 
 
+def _getitem_view(x, outs, attrs):
+    """x[index] as a view for a basic index (no index tensors) and a result with dims; None for an
+    array index (NumPy gathers into new memory) or a 0-d result."""
+    spec = attrs["spec"]
+    if not is_basic(spec) or not outs[0].shape:
+        return None
+    try:
+        r = x[to_numpy(spec, ())]
+    except IndexError:
+        return None
+    return (r,) if isinstance(r, np.ndarray) else None
+
+
 _getitem = defprim("getitem", _getitem_infer, _getitem_kernel, _getitem_bprop,
-                   doc="x[index]; basic indices give a view")
+                   doc="x[index]; basic indices give a view", view=View("slice", _getitem_view), cost=costs.gather)
 _getitem_grad = defprim("getitem_grad", _getitem_grad_infer, _getitem_grad_kernel, _getitem_grad_bprop,
-                        doc="scatter-add a getitem gradient into zeros (np.add.at)")
+                        doc="scatter-add a getitem gradient into zeros (np.add.at)", cost=costs.data_movement)
 
 
 def getitem(x, index):
@@ -224,7 +238,8 @@ def _setitem_bprop(inputs, out, dout, spec):
 
 
 _setitem = defprim("setitem", _setitem_infer, _setitem_kernel, _setitem_bprop,
-                   doc="a copy of x with x[index] replaced by value (the in-place write records this)")
+                   doc="a copy of x with x[index] replaced by value (the in-place write records this)",
+                   cost=costs.data_movement)
 
 
 def _view_of_tracked(x):
@@ -370,9 +385,9 @@ def _gather_grad_bprop(inputs, out, dout, axis, batch_dims, shape):
 
 
 _gather = defprim("gather", _gather_infer, _gather_kernel, _gather_bprop,
-                  doc="take slices of params along axis at indices (MindSpore Gather)")
+                  doc="take slices of params along axis at indices (MindSpore Gather)", cost=costs.gather)
 _gather_grad = defprim("gather_grad", _gather_grad_infer, _gather_grad_kernel, _gather_grad_bprop,
-                       doc="scatter-add a gather gradient back into params' shape")
+                       doc="scatter-add a gather gradient back into params' shape", cost=costs.data_movement)
 
 
 def gather(input_params, input_indices, axis, batch_dims=0):
@@ -452,12 +467,12 @@ def _gather_elements_grad_kernel(dout, index, dim, shape):
 
 _gather_elements = defprim("gather_elements", lambda x, index, dim: _gather_elements_infer(x, dim, index),
                            _gather_elements_kernel, _gather_elements_bprop,
-                           doc="out[i][j] = x[index[i][j]][j] along dim (torch.gather)")
+                           doc="out[i][j] = x[index[i][j]][j] along dim (torch.gather)", cost=costs.gather)
 _gather_elements_grad = defprim(
     "gather_elements_grad", lambda dout, index, dim, shape: AbstractTensor(shape, dout.dtype),
     _gather_elements_grad_kernel,
     lambda inputs, out, dout, dim, shape: (_gather_elements(dout, inputs[1], dim=dim), None),
-    doc="scatter-add a gather_elements gradient back into x's shape")
+    doc="scatter-add a gather_elements gradient back into x's shape", cost=costs.data_movement)
 
 
 def gather_elements(input, dim, index):
@@ -503,7 +518,8 @@ def _scatter_bprop(inputs, out, dout, axis):
 
 
 _scatter = defprim("scatter", _scatter_infer, _scatter_kernel, _scatter_bprop,
-                   doc="a copy of input with input[..index..] = src along axis (TensorScatterElements)")
+                   doc="a copy of input with input[..index..] = src along axis (TensorScatterElements)",
+                   cost=costs.data_movement)
 
 
 def scatter(input, axis, index, src):
@@ -551,7 +567,7 @@ def _masked_fill_bprop(inputs, out, dout):
 
 
 _masked_fill = defprim("masked_fill", _masked_fill_infer, _masked_fill_kernel, _masked_fill_bprop,
-                       doc="value where mask is True, else input")
+                       doc="value where mask is True, else input", cost=costs.ELEMENTWISE)
 
 
 def masked_fill(input_x, mask, value):
@@ -597,7 +613,7 @@ def _one_hot_kernel(indices, on_value, off_value, depth, axis):
     return out
 
 
-_one_hot = defprim("one_hot", _one_hot_infer, _one_hot_kernel, None, doc="one-hot encoding")
+_one_hot = defprim("one_hot", _one_hot_infer, _one_hot_kernel, None, doc="one-hot encoding", cost=costs.data_movement)
 
 
 def one_hot(indices, depth, on_value=1, off_value=0, axis=-1):
@@ -663,9 +679,10 @@ def _embedding_grad_bprop(inputs, out, dout, num_weights, padding_idx, scale_gra
 
 
 _embedding = defprim("embedding", _embedding_infer, _embedding_kernel, _embedding_bprop,
-                     doc="rows of weight at input ids")
+                     doc="rows of weight at input ids", cost=costs.gather)
 _embedding_grad = defprim("embedding_grad", _embedding_grad_infer, _embedding_grad_kernel, _embedding_grad_bprop,
-                          doc="scatter-add token gradients into the embedding table")
+                          doc="scatter-add token gradients into the embedding table",
+                          cost=costs.per_input_element(1, index=0))
 
 
 def _renorm_rows(op, ids, weight, max_norm, norm_type):

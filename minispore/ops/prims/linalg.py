@@ -7,6 +7,7 @@ from ...common import dtype as mstype
 from ...common.grad_state import wants_grad
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 
 _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
@@ -50,6 +51,15 @@ def _matmul_kernel(a, b):
     return np.matmul(a, b)
 
 
+def _matmul_into(out, a, b):
+    """The kernel writing into `out`: NumPy's own `out=` when both operands already have out's
+    float32/float64 dtype (the same BLAS call as `_matmul_kernel`), else the kernel's result copied in."""
+    if a.dtype == out.dtype and b.dtype == out.dtype and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
+        np.matmul(a, b, out=out)
+    else:
+        np.copyto(out, _matmul_kernel(a, b), casting="unsafe")
+
+
 def _matmul_bprop(inputs, out, dout):
     """dx = dout @ y^T, dy = x^T @ dout (each summed over broadcast batch dims). A gradient the
     tape will not use (an untracked input: a data batch, a constant table) is not computed: that
@@ -90,13 +100,16 @@ def swap_last(t):
     return transpose(t, perm)
 
 
-def _matmul_cost(x, y):
-    out = _matmul_infer(x, y)
-    k = x.shape[-1]
-    return {"flops": 2 * out.size * k}
+def _matmul_flops(ins, outs, attrs):
+    """2 * M * N * K: a multiply and an add for each of the K terms of every output element."""
+    return {"flops": 2 * outs[0].size * ins[0].shape[-1]}
 
 
-_matmul = defprim("matmul", _matmul_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost,
+# a GEMM: on the matrix unit, and it reads a (last-two-axes) transposed operand in place
+_matmul_cost = costs.matrix_unit(_matmul_flops, takes_transposed=True)
+
+
+_matmul = defprim("matmul", _matmul_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost, into=_matmul_into,
                   doc="matrix product with broadcast batch dims")
 
 

@@ -36,19 +36,15 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.errors import OpIndexError
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
+from ._loss_reduction import check_reduction, reduce_loss
 from ._nn_common import compute_dtype
-
-_REDUCTIONS = ("none", "mean", "sum")
 
 
 # =================================================================================================
 # argument checks shared by the inference rules
-def _reduction(op, reduction):
-    return C.one_of(op, "reduction", reduction, _REDUCTIONS, f"'reduction' in {list(_REDUCTIONS)}")
-
-
 def _class_dim(shape):
     return 1 if len(shape) >= 2 else 0
 
@@ -64,7 +60,7 @@ def _loss_infer(op, x, target, weight, ignore_index, reduction, label_smoothing,
     N.tensor(op, "target", target)
     if len(x.shape) == 0:
         raise C.OpValueError(op, "'input' of shape (C,), (N, C) or (N, C, d1, ...)", "a 0-d tensor")
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     if not isinstance(ignore_index, numbers.Integral) or isinstance(ignore_index, bool):
         raise C.OpTypeError(op, "'ignore_index' to be an int", repr(ignore_index))
     if not isinstance(label_smoothing, numbers.Real) or isinstance(label_smoothing, bool) \
@@ -255,7 +251,8 @@ def _nll_grad_bprop(inputs, out, dout, input_shape, ignore_index, reduction, lab
                  label_smoothing=label_smoothing), None, None)
 
 
-_nll = defprim("nll_loss", _nll_infer, _nll_kernel, _nll_bprop, doc="negative log-likelihood of log-probabilities")
+_nll = defprim("nll_loss", _nll_infer, _nll_kernel, _nll_bprop, doc="negative log-likelihood of log-probabilities",
+               cost=costs.per_input_element(1))
 _nll_grad = defprim("nll_loss_grad", _nll_grad_infer, _nll_grad_kernel, _nll_grad_bprop,
                     doc="backward of nll_loss: -dout * coefficients (linear in dout)")
 
@@ -423,13 +420,14 @@ def _ce_grad_bprop(inputs, out, dout, ignore_index, reduction, label_smoothing):
 
 
 _ce = defprim("cross_entropy", _ce_infer, _ce_kernel, _ce_bprop,
-              doc="log-softmax + negative log-likelihood, fused (class indices or probabilities)")
+              doc="log-softmax + negative log-likelihood, fused (class indices or probabilities)",
+              cost=costs.per_input_element(5))
 _ce_grad = defprim("cross_entropy_grad", _ce_grad_infer, _ce_grad_kernel, _ce_grad_bprop,
-                   doc="fused backward of cross_entropy: (dx, log_softmax(x))")
+                   doc="fused backward of cross_entropy: (dx, log_softmax(x))", cost=costs.per_input_element(3))
 
 
 def _loss_attrs(op, ignore_index, reduction, label_smoothing):
-    _reduction(op, reduction)
+    check_reduction(op, reduction)
     if not isinstance(ignore_index, numbers.Integral) or isinstance(ignore_index, bool):
         raise C.OpTypeError(op, "'ignore_index' to be an int", repr(ignore_index))
     ls = C.float_attr(op, "label_smoothing", label_smoothing, lo=0.0, hi=1.0)
@@ -523,9 +521,8 @@ def binary_cross_entropy(logits, labels, weight=None, reduction='mean'):
     `labels` targets of the same shape and dtype, `weight` rescales each element (broadcasting to
     the logits' shape). loss = -w * (y * log(x) + (1 - y) * log(1 - x)), logs clamped at 1e-12.
     """
-    from .composite_losses import _reduce_loss
-    _reduction("binary_cross_entropy", reduction)
-    return _reduce_loss(_bce(logits, labels, weight), reduction)
+    check_reduction("binary_cross_entropy", reduction)
+    return reduce_loss(_bce(logits, labels, weight), reduction)
 
 
 __all__ = ["binary_cross_entropy", "cross_entropy", "nll_loss"]

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 from ._nn_common import compute_dtype
@@ -180,9 +181,10 @@ def _layer_norm_grad_bprop(inputs, out, dout, normalized_shape, eps):
 
 
 _layer_norm = defprim("layer_norm", _layer_norm_infer, _layer_norm_kernel, _layer_norm_bprop,
-                      doc="normalize over the trailing dims, then scale and shift")
+                      doc="normalize over the trailing dims, then scale and shift", cost=costs.per_output_element(7))
 _layer_norm_grad = defprim("layer_norm_grad", _layer_norm_grad_infer, _layer_norm_grad_kernel,
-                           _layer_norm_grad_bprop, doc="fused backward of layer_norm: (dx, dweight, dbias)")
+                           _layer_norm_grad_bprop, doc="fused backward of layer_norm: (dx, dweight, dbias)",
+                           cost=costs.per_output_element(14))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -307,9 +309,9 @@ def _rms_norm_grad_bprop(inputs, out, dout, epsilon):
 
 
 _rms_norm = defprim("rms_norm", _rms_norm_infer, _rms_norm_kernel, _rms_norm_bprop,
-                    doc="root-mean-square normalization over gamma's dims: (y, rstd)")
+                    doc="root-mean-square normalization over gamma's dims: (y, rstd)", cost=costs.per_output_element(4))
 _rms_norm_grad = defprim("rms_norm_grad", _rms_norm_grad_infer, _rms_norm_grad_kernel, _rms_norm_grad_bprop,
-                         doc="fused backward of rms_norm: (dx, dgamma)")
+                         doc="fused backward of rms_norm: (dx, dgamma)", cost=costs.per_output_element(9))
 
 
 def rms_norm(x, gamma, epsilon=1e-6):
@@ -585,8 +587,10 @@ def _batch_norm_grad_bprop(inputs, out, dout, eps):
     return _normalize_grad_bprop(_bn_view(tuple(inputs[1].shape)), inputs, dout, eps)
 
 
-def _batch_norm_cost(x, weight, bias, mean, var, training, eps):
-    return {"flops": (8 if training else 2) * x.size}
+def _batch_norm_cost(ins, outs, attrs):
+    """Per element: normalize and scale-shift (2); training also computes the batch mean and
+    variance (+6)."""
+    return {"flops": (8 if attrs["training"] else 2) * ins[0].size, **costs.traffic(ins, outs)}
 
 
 _batch_norm = defprim("batch_norm", _batch_norm_infer, _batch_norm_kernel, _batch_norm_bprop, cost=_batch_norm_cost,

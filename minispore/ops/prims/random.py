@@ -21,6 +21,7 @@ from ...common import context
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 
 __all__ = ["uniform", "standard_normal", "normal", "randint", "rand", "randn", "rand_like", "randn_like",
@@ -115,7 +116,8 @@ def _uniform_kernel(minval, maxval, shape, dtype, seed):
     return g.integers(np.asarray(minval, dtype=np.int64), np.asarray(maxval, dtype=np.int64), size=shape)
 
 
-_uniform = defprim("uniform", _uniform_infer, _uniform_kernel, doc="uniform samples in [minval, maxval)")
+_uniform = defprim("uniform", _uniform_infer, _uniform_kernel, doc="uniform samples in [minval, maxval)",
+                   random=True, cost=costs.ELEMENTWISE)
 
 
 def uniform(shape, minval, maxval, seed=None, dtype=mstype.float32):
@@ -163,7 +165,8 @@ def _normal_kernel(mean, stddev, shape, dtype, seed):
     return np.asarray(mean) + np.asarray(stddev) * z
 
 
-_normal = defprim("normal", _normal_infer, _normal_kernel, doc="normal samples N(mean, stddev^2)")
+_normal = defprim("normal", _normal_infer, _normal_kernel, doc="normal samples N(mean, stddev^2)", random=True,
+                  cost=costs.per_output_element(2))
 
 
 def standard_normal(shape, seed=None):
@@ -255,7 +258,8 @@ def _multinomial_kernel(x, num_samples, replacement, seed):
 
 
 _multinomial = defprim("multinomial", _multinomial_infer, _multinomial_kernel,
-                       doc="sample category indices from probability rows")
+                       doc="sample category indices from probability rows", random=True,
+                       cost=costs.per_input_element(3, index=0))
 
 
 def multinomial(input, num_samples, replacement=True, seed=None):

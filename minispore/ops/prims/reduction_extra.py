@@ -24,11 +24,14 @@ import numpy as np
 
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import c_expr
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 from .elementwise import abs, cast, div, equal, exp, maximum, minimum, mul, pow, sign, sub, where, zeros_like
 from .reduction import expand_reduced, reduce_mean, reduce_sum, reduced_shape
 from .shape import broadcast_to, reshape, transpose
+from .sorting import scatter_add_along_axis
 
 INDEX_DTYPE_WITH_VALUE = mstype.int64      # ops.max/min indices (MindSpore 2.10: Int64)
 ARG_INDEX_DTYPE = mstype.int64             # ops.argmax (MindSpore: Int64)
@@ -115,8 +118,10 @@ def _extreme_bprop(inputs, out, dout, axis=(), keep_dims=False, initial=None):
     return (mul(hit, g),)
 
 
-_amax = defprim("reduce_max", _extreme_infer("amax"), _extreme_kernel(np.amax), _extreme_bprop, doc="maximum over axes")
-_amin = defprim("reduce_min", _extreme_infer("amin"), _extreme_kernel(np.amin), _extreme_bprop, doc="minimum over axes")
+_amax = defprim("reduce_max", _extreme_infer("amax"), _extreme_kernel(np.amax), _extreme_bprop, doc="maximum over axes",
+                fusion=c_expr.reduction("max"), cost=costs.per_input_element(1))
+_amin = defprim("reduce_min", _extreme_infer("amin"), _extreme_kernel(np.amin), _extreme_bprop, doc="minimum over axes",
+                fusion=c_expr.reduction("min"), cost=costs.per_input_element(1))
 
 
 def _masked_input(op, input, initial, where_mask):
@@ -168,7 +173,6 @@ def _with_value_kernel(argfn):
 
 
 def _with_value_bprop(inputs, out, dout, axis=0, keep_dims=False):
-    from .sorting import scatter_add_along_axis
     x = inputs[0]
     ax = axis % len(x.shape)
     g = expand_reduced(dout[0], x.shape, ax, keep_dims)
@@ -177,9 +181,11 @@ def _with_value_bprop(inputs, out, dout, axis=0, keep_dims=False):
 
 
 _max_with_value = defprim("argmax_with_value", _with_value_infer("max"), _with_value_kernel(np.argmax),
-                          _with_value_bprop, doc="(max, index of the first max) along an axis")
+                          _with_value_bprop, doc="(max, index of the first max) along an axis",
+                          cost=costs.per_input_element(1))
 _min_with_value = defprim("argmin_with_value", _with_value_infer("min"), _with_value_kernel(np.argmin),
-                          _with_value_bprop, doc="(min, index of the first min) along an axis")
+                          _with_value_bprop, doc="(min, index of the first min) along an axis",
+                          cost=costs.per_input_element(1))
 
 
 def _with_value(op, prim, input, axis, keepdims, initial, where_mask):
@@ -245,8 +251,10 @@ def _arg_kernel(fn):
     return kernel
 
 
-_argmax = defprim("argmax", _arg_infer("argmax", ARG_INDEX_DTYPE), _arg_kernel(np.argmax), None, doc="index of the first maximum")
-_argmin = defprim("argmin", _arg_infer("argmin", ARGMIN_INDEX_DTYPE), _arg_kernel(np.argmin), None, doc="index of the first minimum")
+_argmax = defprim("argmax", _arg_infer("argmax", ARG_INDEX_DTYPE), _arg_kernel(np.argmax), None, doc="index of the first maximum",
+                  cost=costs.per_input_element(1))
+_argmin = defprim("argmin", _arg_infer("argmin", ARGMIN_INDEX_DTYPE), _arg_kernel(np.argmin), None, doc="index of the first minimum",
+                  cost=costs.per_input_element(1))
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -308,9 +316,9 @@ def _cumprod_bprop(inputs, out, dout, axis=0, exclusive=False, reverse=False):
 
 
 _cumsum = defprim("cumsum", _cum_infer("cumsum"), _cum_kernel(np.cumsum, 0), _cumsum_bprop,
-                  doc="cumulative sum along an axis")
+                  doc="cumulative sum along an axis", cost=costs.ELEMENTWISE)
 _cumprod = defprim("cumprod", _cum_infer("cumprod"), _cum_kernel(np.cumprod, 1), _cumprod_bprop,
-                   doc="cumulative product along an axis")
+                   doc="cumulative product along an axis", cost=costs.ELEMENTWISE)
 
 
 def cumsum_op(x, axis, exclusive=False, reverse=False):
@@ -376,7 +384,8 @@ def _prod_bprop(inputs, out, dout, axis=(), keep_dims=False):
     return (mul(others, _broadcast_back(dout, x.shape, axis, keep_dims)),)
 
 
-_prod = defprim("reduce_prod", _prod_infer, _prod_kernel, _prod_bprop, doc="product over axes")
+_prod = defprim("reduce_prod", _prod_infer, _prod_kernel, _prod_bprop, doc="product over axes",
+                cost=costs.per_input_element(1))
 
 
 def prod(input, axis=None, keep_dims=False):
@@ -433,8 +442,10 @@ def _std_bprop(inputs, out, dout, axis=(), ddof=0, keep_dims=False):
     return (mul(_centered(x, axis), mul(g, 1.0 / n if n else math.inf)),)
 
 
-_var = defprim("reduce_var", _moment_infer("var"), _var_kernel, _var_bprop, doc="variance over axes")
-_std = defprim("reduce_std", _moment_infer("std"), _std_kernel, _std_bprop, doc="standard deviation over axes")
+_var = defprim("reduce_var", _moment_infer("var"), _var_kernel, _var_bprop, doc="variance over axes",
+               cost=costs.per_input_element(3))
+_std = defprim("reduce_std", _moment_infer("std"), _std_kernel, _std_bprop, doc="standard deviation over axes",
+               cost=costs.per_input_element(3))
 
 
 def _ddof_arg(op, ddof):
@@ -505,7 +516,7 @@ def _logsumexp_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 
 _logsumexp = defprim("logsumexp", _logsumexp_infer, _logsumexp_kernel, _logsumexp_bprop,
-                     doc="log(sum(exp(x))) over axes, stable")
+                     doc="log(sum(exp(x))) over axes, stable", cost=costs.per_input_element(4))
 
 
 def logsumexp(input, axis, keep_dims=False):
@@ -530,8 +541,10 @@ def _logic_kernel(fn):
     return kernel
 
 
-_all = defprim("reduce_all", _logic_infer("all"), _logic_kernel(np.all), None, doc="logical and over axes")
-_any = defprim("reduce_any", _logic_infer("any"), _logic_kernel(np.any), None, doc="logical or over axes")
+_all = defprim("reduce_all", _logic_infer("all"), _logic_kernel(np.all), None, doc="logical and over axes",
+               cost=costs.per_input_element(1))
+_any = defprim("reduce_any", _logic_infer("any"), _logic_kernel(np.any), None, doc="logical or over axes",
+               cost=costs.per_input_element(1))
 
 
 def all(input, axis=None, keep_dims=False):
@@ -589,7 +602,8 @@ def _vnorm_bprop(inputs, out, dout, ord=2.0, axis=(), keep_dims=False):
     return (mul(mul(sign(x), div(pow(abs(x), ord - 1.0), pow(safe_n, ord - 1.0))), g),)
 
 
-_vector_norm = defprim("vector_norm", _vnorm_infer, _vnorm_kernel, _vnorm_bprop, doc="vector p-norm over axes")
+_vector_norm = defprim("vector_norm", _vnorm_infer, _vnorm_kernel, _vnorm_bprop, doc="vector p-norm over axes",
+                       cost=costs.per_input_element(2))
 
 
 def _ord_arg(op, ord):

@@ -10,7 +10,9 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
-from ..primitive import AbstractTensor, defprim
+from .. import c_expr
+from .. import costs
+from ..primitive import AbstractTensor, View, defprim
 
 _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
 _BY_NP = mstype._BY_NP                          # NumPy dtype -> minispore DType
@@ -65,8 +67,17 @@ def _reshape_infer(x, shape):
     return AbstractTensor(_resolve_shape("reshape", x.shape, shape), x.dtype)
 
 
+def _reshape_view(x, outs, attrs):
+    """The kernel's `a.reshape(shape)` as a view, or None where NumPy must copy (x transposed)."""
+    try:
+        return (x.reshape(outs[0].shape, copy=False),)
+    except ValueError:
+        return None
+
+
 _reshape = defprim("reshape", _reshape_infer, lambda a, shape: a.reshape(shape),
-                   lambda i, o, d, shape: (reshape(d, i[0].shape),), doc="same data, new shape")
+                   lambda i, o, d, shape: (reshape(d, i[0].shape),), doc="same data, new shape",
+                   fusion=c_expr.reads_input(), view=View("reinterpret", _reshape_view), cost=costs.free)
 
 
 def reshape(input, shape):
@@ -113,7 +124,9 @@ def _broadcast_to_kernel(a, shape):
 
 
 _broadcast_to = defprim("broadcast_to", _broadcast_to_infer, _broadcast_to_kernel,
-                        _broadcast_to_bprop, doc="broadcast to a shape (a read-only view)")
+                        _broadcast_to_bprop, doc="broadcast to a shape (a read-only view)", fusion=c_expr.reads_input(),
+                        view=View("broadcast", lambda x, outs, attrs: (np.broadcast_to(x, outs[0].shape),)),
+                        cost=costs.free)
 
 
 def broadcast_to(input, shape):
@@ -154,7 +167,9 @@ def _transpose_bprop(inputs, out, dout, perm):
 
 
 _transpose = defprim("transpose", _transpose_infer, lambda a, perm: np.transpose(a, perm), _transpose_bprop,
-                     doc="permute dimensions (a view)")
+                     doc="permute dimensions (a view)", fusion=c_expr.reads_input(),
+                     view=View("permute", lambda x, outs, attrs: (np.transpose(x, attrs["perm"]),)),
+                     cost=costs.permutation(lambda attrs: attrs.get("perm")))
 
 
 def transpose(input, input_perm):

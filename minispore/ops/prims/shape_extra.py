@@ -16,7 +16,8 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
-from ..primitive import AbstractTensor, defprim
+from .. import costs
+from ..primitive import AbstractTensor, View, defprim
 from .shape import reshape
 
 __all__ = ["squeeze", "expand_dims", "unsqueeze", "flatten", "concat", "cat", "stack", "split", "chunk",
@@ -50,8 +51,17 @@ def _squeeze_infer(x, axis):
     return AbstractTensor(tuple(s for i, s in enumerate(shape) if i not in axes), x.dtype)
 
 
+def _squeeze_view(x, outs, attrs):
+    """np.squeeze as a view; None for a 0-d input with an axis (NumPy has no axis to name there)."""
+    try:
+        return (np.squeeze(x, attrs["axis"]),)
+    except ValueError:
+        return None
+
+
 _squeeze = defprim("squeeze", _squeeze_infer, lambda a, axis: np.squeeze(a, axis) if a.ndim else a.view(),
-                   _back_to_shape, doc="remove size-1 dims (a view)")
+                   _back_to_shape, doc="remove size-1 dims (a view)", view=View("reinterpret", _squeeze_view),
+                   cost=costs.free)
 
 
 def squeeze(input, axis=None):
@@ -74,7 +84,9 @@ def _expand_dims_infer(x, axis):
 
 
 _expand_dims = defprim("expand_dims", _expand_dims_infer,
-                       lambda a, axis: np.expand_dims(a, axis), _back_to_shape, doc="insert a size-1 dim (a view)")
+                       lambda a, axis: np.expand_dims(a, axis), _back_to_shape, doc="insert a size-1 dim (a view)",
+                       view=View("reinterpret", lambda x, outs, attrs: (np.expand_dims(x, attrs["axis"]),)),
+                       cost=costs.free)
 
 
 def expand_dims(input_x, axis):
@@ -103,9 +115,18 @@ def _flatten_infer(x, start_dim, end_dim):
     return AbstractTensor(_flattened(tuple(x.shape), start_dim, end_dim), x.dtype)
 
 
+def _flatten_view(x, outs, attrs):
+    """The kernel's reshape as a view, or None where NumPy must copy (x transposed)."""
+    try:
+        return (x.reshape(outs[0].shape, copy=False),)
+    except ValueError:
+        return None
+
+
 _flatten = defprim("flatten", _flatten_infer,
                    lambda a, start_dim, end_dim: a.reshape(_flattened(a.shape, start_dim, end_dim)),
-                   _back_to_shape, doc="merge dims start_dim..end_dim into one")
+                   _back_to_shape, doc="merge dims start_dim..end_dim into one",
+                   view=View("reinterpret", _flatten_view), cost=costs.free)
 
 
 def flatten(input, order='C', *, start_dim=1, end_dim=-1):
@@ -202,7 +223,7 @@ def _concat_bprop(inputs, out, dout, axis):
 
 
 _concat = defprim("concat", _concat_infer, lambda *arrays, axis: np.concatenate(arrays, axis=axis),
-                  _concat_bprop, doc="join tensors along an existing axis")
+                  _concat_bprop, doc="join tensors along an existing axis", cost=costs.data_movement)
 
 
 def concat(tensors, axis=0):
@@ -238,7 +259,7 @@ def _stack_bprop(inputs, out, dout, axis):
 
 
 _stack = defprim("stack", _stack_infer, lambda *arrays, axis: np.stack(arrays, axis=axis), _stack_bprop,
-                 doc="join same-shape tensors along a new axis")
+                 doc="join same-shape tensors along a new axis", cost=costs.data_movement)
 
 
 def stack(tensors, axis=0):
@@ -274,7 +295,13 @@ def _split_bprop(inputs, out, dout, sizes, axis):
     return (_concat(*dout, axis=axis),)
 
 
-_split = defprim("split", _split_infer, _split_kernel, _split_bprop, doc="cut a tensor into pieces (views)")
+def _split_view(x, outs, attrs):
+    """The kernel's pieces, one view per output (np.split of basic slices never copies)."""
+    return tuple(np.split(x, np.cumsum(attrs["sizes"])[:-1], axis=attrs["axis"]))
+
+
+_split = defprim("split", _split_infer, _split_kernel, _split_bprop, doc="cut a tensor into pieces (views)",
+                 view=View("slice", _split_view), cost=costs.data_movement)
 
 
 def _split_sizes(op, n, split_size_or_sections):
@@ -358,7 +385,7 @@ def _tile_kernel(a, reps):
 
 
 _tile = defprim("tile", _tile_infer, _tile_kernel, _tile_bprop,
-                doc="repeat the whole tensor along each dim")
+                doc="repeat the whole tensor along each dim", cost=costs.data_movement)
 
 
 def tile(input, dims):
@@ -417,10 +444,10 @@ def _repeat_kernel(a, repeats, axis):
 
 
 _repeat = defprim("repeat_interleave", _repeat_infer, _repeat_kernel,
-                  _repeat_bprop, doc="repeat each entry along an axis")
+                  _repeat_bprop, doc="repeat each entry along an axis", cost=costs.data_movement)
 _repeat_grad = defprim("repeat_interleave_grad", _repeat_grad_infer, _repeat_grad_kernel,
                        lambda inputs, out, dout, repeats, axis, size: (_repeat(dout, repeats=repeats, axis=axis),),
-                       doc="sum the gradient over each entry's repeats")
+                       doc="sum the gradient over each entry's repeats", cost=costs.data_movement)
 
 
 def repeat_interleave(input, repeats, axis=None):
@@ -458,7 +485,8 @@ def _flip_infer(x, dims):
 
 
 _flip = defprim("flip", _flip_infer, lambda a, dims: np.flip(a, dims),
-                lambda inputs, out, dout, dims: (_flip(dout, dims=dims),), doc="reverse along dims (a view)")
+                lambda inputs, out, dout, dims: (_flip(dout, dims=dims),), doc="reverse along dims (a view)",
+                cost=costs.data_movement)
 
 
 def flip(input, dims):
@@ -487,10 +515,10 @@ def _tri_k(a, diagonal):
 
 _tril = defprim("tril", _tri_infer("tril"), lambda a, diagonal: np.tril(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_tril(dout, diagonal=diagonal),),
-                doc="zero the entries above the diagonal")
+                doc="zero the entries above the diagonal", cost=costs.data_movement)
 _triu = defprim("triu", _tri_infer("triu"), lambda a, diagonal: np.triu(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_triu(dout, diagonal=diagonal),),
-                doc="zero the entries below the diagonal")
+                doc="zero the entries below the diagonal", cost=costs.data_movement)
 
 
 def tril(input, diagonal=0):
@@ -584,12 +612,13 @@ def _pad_grad_kernel(dout, padding, mode, shape):
     return g
 
 
-_pad = defprim("pad", _pad_infer, _pad_kernel, _pad_bprop, doc="pad (or, with negative constant pads, crop)")
+_pad = defprim("pad", _pad_infer, _pad_kernel, _pad_bprop, doc="pad (or, with negative constant pads, crop)",
+               cost=costs.data_movement)
 _pad_grad = defprim("pad_grad", lambda dout, padding, mode, shape: AbstractTensor(shape, dout.dtype),
                     _pad_grad_kernel,
                     lambda inputs, out, dout, padding, mode, shape: (_pad(dout, padding=padding, mode=mode,
                                                                           value=None),),
-                    doc="transpose of reflect/replicate/circular padding")
+                    doc="transpose of reflect/replicate/circular padding", cost=costs.data_movement)
 
 
 def pad(input_x, padding, mode='constant', value=None):

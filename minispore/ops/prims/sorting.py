@@ -15,15 +15,16 @@ gradient is scattered back to the source positions through the indices. `gather_
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
-from .reduction_extra import bool_arg
 
 INDEX_DTYPE = mstype.int32       # MindSpore's Sort / TopK return Int32 indices
 
@@ -84,9 +85,9 @@ def _scatter_bprop(inputs, out, dout, axis=0, size=0):
 
 
 _gather = defprim("gather_along_axis", _gather_infer, _gather_kernel, _gather_bprop,
-                  doc="out[..., i, ...] = x[..., idx[..., i, ...], ...] along one axis")
+                  doc="out[..., i, ...] = x[..., idx[..., i, ...], ...] along one axis", cost=costs.gather)
 _scatter = defprim("scatter_add_along_axis", _scatter_infer, _scatter_kernel, _scatter_bprop,
-                   doc="zeros of `size` along the axis, with src added at idx")
+                   doc="zeros of `size` along the axis, with src added at idx", cost=costs.data_movement)
 
 
 def gather_along_axis(x, indices, axis):
@@ -126,6 +127,13 @@ def _values_bprop(inputs, out, dout, axis=-1, **attrs):
 
 # ------------------------------------------------------------------------------------------------
 # sort
+def _sort_cost(ins, outs, attrs):
+    """n log2 n comparisons per sorted row of n (the last axis), at least one per element."""
+    x = ins[0]
+    n = x.shape[-1] if x.shape else 1
+    return {"flops": int(costs.size_of(x) * max(1.0, math.log2(max(n, 2)))), **costs.traffic(ins, outs)}
+
+
 def _sort_infer(x, axis=-1, descending=False):
     _sortable("sort", x)
     if len(x.shape) == 0:
@@ -143,19 +151,20 @@ def _sort_bprop(inputs, out, dout, axis=-1, descending=False):
     return _values_bprop(inputs, out, dout, axis)
 
 
-_sort = defprim("sort", _sort_infer, _sort_kernel, _sort_bprop, doc="(sorted values, Int32 source indices)")
+_sort = defprim("sort", _sort_infer, _sort_kernel, _sort_bprop, doc="(sorted values, Int32 source indices)",
+                cost=_sort_cost)
 
 
 def sort(input_x, axis=-1, descending=False):
     """`ops.sort(input_x, axis=-1, descending=False)` -> (values, indices), indices Int32.
 
     Stable in both directions; the gradient of the values goes back to the source positions."""
-    return _sort(input_x, axis=axis, descending=bool_arg("sort", "descending", descending))
+    return _sort(input_x, axis=axis, descending=C.bool_attr("sort", "descending", descending))
 
 
 def argsort(input, axis=-1, descending=False):
     """`ops.argsort(input, axis=-1, descending=False)`: the Int32 indices that sort `input`."""
-    return _sort(input, axis=axis, descending=bool_arg("argsort", "descending", descending))[1]
+    return _sort(input, axis=axis, descending=C.bool_attr("argsort", "descending", descending))[1]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -183,7 +192,8 @@ def _topk_bprop(inputs, out, dout, k=1, axis=-1, largest=True, sorted=True):
     return _values_bprop(inputs, out, dout, axis)
 
 
-_topk = defprim("topk", _topk_infer, _topk_kernel, _topk_bprop, doc="(k largest/smallest values, Int32 indices)")
+_topk = defprim("topk", _topk_infer, _topk_kernel, _topk_bprop, doc="(k largest/smallest values, Int32 indices)",
+                cost=_sort_cost)
 
 
 def topk(input, k, dim=None, largest=True, sorted=True):
@@ -194,7 +204,7 @@ def topk(input, k, dim=None, largest=True, sorted=True):
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
         raise C.OpTypeError("topk", "'k' to be an int", f"{type(k).__name__} {k!r}")
     return _topk(input, k=int(k), axis=-1 if dim is None else dim,
-                 largest=bool_arg("topk", "largest", largest), sorted=bool_arg("topk", "sorted", sorted))
+                 largest=C.bool_attr("topk", "largest", largest), sorted=C.bool_attr("topk", "sorted", sorted))
 
 
 __all__ = ["argsort", "sort", "topk"]
