@@ -37,7 +37,7 @@ Extension points (one call each):
 What jit.py itself holds: the decorator (JitFunction, and its bound form), the compile step,
 JitConfig, and the GRAPH_MODE hook for Cells (`cell_call`). The Cell-call protocol a capture uses
 (`run_cell_python`, `cell_body`, `HostCellCall`) and the jitted-callable mark (`__minispore_jit__`,
-`capture_target()`) live in graph/capture/cells.py, so graph/ never imports this module.
+`capture_target()`) live in graph/trace/cells.py, so graph/ never imports this module.
 
 Graph-mode semantics that differ from PyNative (each is a test in tests/graph/test_semantics.py):
 Python side effects (print, list.append, global writes) run once, at capture; Python constants
@@ -62,15 +62,15 @@ from .graph.cache import CacheEntry, GlobalsGuard, GraphCache, StateGuard, call_
 from .graph.capture import (CaptureRequest, CaptureResult, GraphBreak, add_capture_listener, current_capture,
                             get_capture_mode, is_capturing, register_capture_mode, registered_capture_modes,
                             warn_user)
-from .graph.capture import trace as _trace
+from .graph.trace import session as _trace
 from .graph.capture.bytecode import GraphBreakError                 # what fullgraph=True raises at a break
-from .graph.capture.cells import HostCellCall, cell_body, run_cell_python
+from .graph.trace.cells import HostCellCall, cell_body, run_cell_python
 from .graph.run.levels import make_executor, register_jit_level      # the one table of jit levels
 from .graph.ir import OPAQUE, Value
 from .graph.printer import dump_enabled, format_graph
 from .graph.verify import verify
 from .graph import compile_cache as _ccache                       # graphs stored on disk across processes
-from .graph.layer_state import forget as _forget_layer_states
+from .graph.guards.layer_state import forget as _forget_layer_states
 from .graph import lazy_inline as _lazy
 from .graph.lazy_inline import finish_capture as _lazy_finish     # applies @lazy_inline(policy="front")
 
@@ -164,7 +164,7 @@ class JitFunction:
         self._instance_caches = weakref.WeakKeyDictionary()
         self._id_caches: dict = {}
 
-    # `__minispore_jit__` marks a jitted callable (graph/capture/cells.py): graph.dump/explain reuse
+    # `__minispore_jit__` marks a jitted callable (graph/trace/cells.py): graph.dump/explain reuse
     # its settings, and a capture that calls it inlines `capture_target()` instead
     @property
     def __minispore_jit__(self):
@@ -275,7 +275,7 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     # state, e.g. a cache position: that side effect happens only now, so the next call must not
     # match a snapshot taken after it)
     _, template = pytree.flatten_call(args, kwargs)
-    state = StateGuard(state_roots(template, jf._globals))
+    state = StateGuard(state_roots(template, jf._globals), _lazy.is_lazy)
     phases = {"state guard": clock() - t0}      # where compile time goes (CacheEntry.phases)
     capture, mode = get_capture_mode(jf.capture_mode)
     req = CaptureRequest(fn, tuple(args), dict(kwargs), jf.name, jf.fullgraph, jf.jit_level, jf.options)

@@ -250,7 +250,7 @@ def _pynative_wrapper(inner, recorder, with_stack, profile_memory):
         if with_stack or profile_memory:
             args = {}
             if with_stack:
-                from .graph.capture.trace import user_source
+                from .graph.trace.session import user_source
                 src = user_source(2)
                 if src is not None:
                     args["source"] = f"{src[0]}:{src[1]}"

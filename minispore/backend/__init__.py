@@ -1,6 +1,7 @@
 """minispore.backend: the Backend interface, the CPU reference backend, plugin discovery and selection.
 
-The plugin contract is documented in `base.py`; `registry.py` finds and selects backends;
+The plugin contract is documented in `base.py` (its memory handles, DeviceBuffer and DeviceTensor,
+live in `device_memory.py`, the bottom of the package); `registry.py` finds and selects backends;
 `device_plan.py` is what a backend that runs graphs itself receives (`Backend.graph_executor`);
 `staging.py` adapts eager and device kernels to each other; `validate.py` is the shadow
 validation against the CPU reference; `dispatch.py` is the eager executor.

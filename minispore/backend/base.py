@@ -24,6 +24,8 @@ complete toy plugin with its own device memory and asynchronous streams.
 
    A `DeviceTensor(buffer, shape, dtype, offset=0)` describes one C-contiguous (row-major) tensor
    inside a buffer: `dtype` is a minispore DType, `offset` is in bytes. Device kernels receive them.
+   (Both handles are defined in `device_memory.py`, at the bottom of the package, and re-exported
+   here.)
 
 2. **Streams and events.** Opaque handles of the backend's choosing (`aclrtStream`/`aclrtEvent`
    pointers for Ascend; plain objects for the synchronous CPU backend):
@@ -87,6 +89,8 @@ from collections import Counter
 import numpy as np
 
 from ..common.errors import MinisporeRuntimeError
+from . import staging, validate
+from .device_memory import DeviceBuffer, DeviceTensor
 from .device_plan import DEVICE_ALIGNMENT
 
 
@@ -116,49 +120,6 @@ class BackendUnavailableError(MinisporeRuntimeError):
 
 class BackendFallbackWarning(UserWarning):
     """A primitive ran the CPU reference because the current backend has no kernel for it."""
-
-
-class DeviceBuffer:
-    """An opaque handle to `nbytes` of device memory. Backends subclass it to keep their pointer."""
-
-    __slots__ = ("nbytes",)
-
-    def __init__(self, nbytes: int):
-        self.nbytes = int(nbytes)
-
-    def __repr__(self):
-        return f"<{type(self).__name__} {self.nbytes} bytes>"
-
-
-class DeviceTensor:
-    """A C-contiguous tensor at byte `offset` inside a `DeviceBuffer` (what device kernels get)."""
-
-    __slots__ = ("buffer", "shape", "dtype", "offset")
-
-    def __init__(self, buffer: DeviceBuffer, shape, dtype, offset: int = 0):
-        self.buffer = buffer
-        self.shape = tuple(int(s) for s in shape)
-        self.dtype = dtype                    # a minispore DType (its NumPy dtype is dtype.np)
-        self.offset = int(offset)
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.np.itemsize
-
-    def __repr__(self):
-        return (f"DeviceTensor(shape={self.shape}, dtype={self.dtype}, offset={self.offset}, "
-                f"buffer={self.buffer!r})")
 
 
 class Backend:
@@ -259,7 +220,6 @@ class Backend:
     def kernel_for(self, prim):
         """The eager kernel for `prim`: this backend's, one staged from its device kernel, or the
         counted CPU fallback. Wrapped for shadow validation when that is on."""
-        from . import staging, validate
         k = self.kernels.get(prim.name)
         if k is None:
             dk = self.device_kernels.get(prim.name)
@@ -273,7 +233,6 @@ class Backend:
     def device_kernel_for(self, prim):
         """The device-resident kernel for `prim` (for graph executors): this backend's, or one that
         stages its eager kernel (or the counted CPU fallback) through host memory."""
-        from . import staging, validate
         dk = self.device_kernels.get(prim.name)
         if dk is None:
             host = self.kernels.get(prim.name)

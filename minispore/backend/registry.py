@@ -37,6 +37,7 @@ from importlib import metadata
 from ..common import context
 from ..common.errors import MinisporeError, OpValueError
 from ..ops.primitive import PRIMITIVES
+from . import validate
 from .base import Backend, BackendUnavailableError
 from .cpu import CPUBackend
 
@@ -154,9 +155,10 @@ def current_backend() -> Backend:
     return _current[0]
 
 
+@validate.on_switch
 def rebind_kernels() -> None:
     """Point every primitive at the current backend's kernel (call after defining new primitives,
-    or after changing a backend's kernel tables)."""
+    or after changing a backend's kernel tables; shadow validation's switch calls it too)."""
     if _environment_failure:
         for p in PRIMITIVES.values():
             p.kernel = _environment_failure_kernel

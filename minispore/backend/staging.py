@@ -16,7 +16,7 @@ import numpy as np
 
 from ..common.dtype import from_numpy_dtype
 from ..ops.primitive import AbstractTensor
-from .base import DeviceTensor
+from .device_memory import DeviceTensor
 
 
 def _abstract(x):

@@ -32,10 +32,14 @@ import numpy as np
 
 from ..common import context
 from ..common.errors import MinisporeRuntimeError
-from .base import DeviceTensor
+from .device_memory import DeviceTensor
 
 ENV_VAR = "MINISPORE_VALIDATE_WITH_CPU"
 _enabled = os.environ.get(ENV_VAR, "0") not in ("", "0")
+# Called after the switch flips. The registry subscribes its `rebind_kernels` (primitives hold
+# their wrapped kernels, so they must be looked up again); validate sits below the registry and
+# the backends and does not import them.
+_on_switch: list = []
 
 # relative tolerance per NumPy dtype name (the issue's table; float64 as PyTorch's assert_close)
 RTOL = {"float64": 1e-7, "float32": 1e-5, "float16": 1e-3, "bfloat16": 1.6e-2}
@@ -45,12 +49,18 @@ def enabled() -> bool:
     return _enabled
 
 
+def on_switch(callback):
+    """Register `callback()` to run after `set_validate_with_cpu` (a decorator; returns it)."""
+    _on_switch.append(callback)
+    return callback
+
+
 def set_validate_with_cpu(flag: bool) -> None:
-    """Turn shadow validation on or off (rebinds the current backend's kernels)."""
+    """Turn shadow validation on or off (the registry then rebinds the current backend's kernels)."""
     global _enabled
     _enabled = bool(flag)
-    from . import registry
-    registry.rebind_kernels()
+    for callback in _on_switch:
+        callback()
 
 
 @contextmanager
@@ -189,5 +199,5 @@ def shadow_device_kernel(backend, prim, device_kernel):
     return validated
 
 
-__all__ = ["ENV_VAR", "RTOL", "enabled", "set_validate_with_cpu", "validate_with_cpu", "tolerance",
+__all__ = ["ENV_VAR", "RTOL", "enabled", "on_switch", "set_validate_with_cpu", "validate_with_cpu", "tolerance",
            "max_rel_error", "result_tolerance", "compare", "shadow_kernel", "shadow_device_kernel"]

@@ -4,7 +4,7 @@ Two ways a jitted function meets autodiff:
 
 1. `jit(value_and_grad(f))` (or `grad` inside a jitted function): the gradient runs *inside* the
    capture, so its forward ops and the backward rules' ops are recorded into one graph by the
-   tracing executor (capture/trace.py). Nothing here is involved.
+   tracing executor (trace/session.py). Nothing here is involved.
 
 2. `value_and_grad(jitted_f)(x)`, or a GRAPH_MODE Cell called by `value_and_grad(net, ...)`: the
    compiled graph runs while an outer PyNative gradient records its tape. Then the graph must
@@ -68,7 +68,7 @@ class GraphSplit:
 
 def build_split(graph: Graph, ml, mc) -> GraphSplit:
     from ..autograd import tape
-    from .capture.trace import TraceSession
+    from .trace.session import TraceSession
 
     session = TraceSession(graph.name + "_grad", graph.source_fn)
     b = session.builder

@@ -14,7 +14,7 @@ definitions every walker shares); these are its in-memory guards:
   in their dict attributes (a Cell's sub-cells), plus the identity of each sub-cell and Parameter:
   `net.set_train(False)`, a changed dropout rate or a replaced Parameter selects another graph.
   A `@lazy_inline` layer is guarded as one unit by the signature lazy_inline reads to share its
-  subgraph (layer_state.py): checking it is O(1) while no Cell changes (the Cell state epoch,
+  subgraph (guards/layer_state.py): checking it is O(1) while no Cell changes (the Cell state epoch,
   common/state_epoch.py), so a change made through the Cell API is always seen, but a write that
   bypasses it (`cell.__dict__[k] = v`) inside a lazy layer is not;
 * **globals and closure variables** the function's code names: a Tensor or other object by
@@ -29,7 +29,7 @@ definitions every walker shares); these are its in-memory guards:
   that change in Tensors, which graphs read by reference);
 * **captured tensors**: each still has the shape and dtype it had at capture;
 * whatever a capture mode adds (`CaptureResult.guards`): every mode guards the environment
-  variables its capture read (capture/environ_reads.py), the ast and bytecode modes the globals
+  variables its capture read (trace/environ_reads.py), the ast and bytecode modes the globals
   their interpreted code read.
 
 The cache holds several entries per function (one per guard set; entries with the same key are
@@ -55,7 +55,8 @@ from .guards.code_reads import code_names as _code_names, write_only_names
 from .guards.contents import _MISSING, MAX_GUARDED_ITEMS, _is_container
 from .guards.contents import content_token, describe_token  # noqa: F401 - (re-exported: the ast mode's guards)
 from .guards.rule import SCALARS as _SCALARS
-from .guards.state import _FUNCTIONS, _SKIP_IDENTITY, StateGuard, _is_stateful
+from .guards.state import StateGuard
+from .guards.walk import _FUNCTIONS, _SKIP_IDENTITY, _is_stateful
 
 logger = logging.getLogger("minispore.jit")
 RECOMPILE_LIMIT = int(os.environ.get("MINISPORE_JIT_RECOMPILE_LIMIT", "8"))

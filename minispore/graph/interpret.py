@@ -58,7 +58,7 @@ def _call(graph, args):
 
 
 def _host(node, args):
-    from .capture import current_capture
+    from .trace.contract import current_capture
     call_args, call_kwargs = pytree.fill(node.attrs["template"], args)
     session = current_capture()
     if session is not None:

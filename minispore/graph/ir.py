@@ -207,13 +207,11 @@ class Graph:
     def num_nodes(self, recursive=True):
         return sum(len(g.nodes) for g in self.all_graphs()) if recursive else len(self.nodes)
 
-    def __str__(self):
-        from .printer import format_graph
-        return format_graph(self)
-
     def __repr__(self):
+        # (the text form is minispore.graph.printer.format_graph(g): the printer builds on the IR, so
+        # the IR cannot call it without an import cycle)
         return f"<Graph {self.name}: {len(self.params)} params, {len(self.captures)} captures, " \
-               f"{len(self.nodes)} nodes>"
+               f"{len(self.nodes)} nodes; format_graph(g) prints them>"
 
 
 class GraphBuilder:

@@ -57,10 +57,10 @@ from ..common.tensor import Tensor
 from ..ops.primitive import AbstractTensor, interned_aval
 from . import pytree
 from .ir import CALL, Graph, Node, Slot, Value
-from .capture.cells import run_cell_python
-from .capture.trace import CaptureError, TraceSession, Tracer, user_source
+from .trace.cells import run_cell_python
+from .trace.session import CaptureError, TraceSession, Tracer, user_source
 from .guards.rule import SCALARS as _SCALARS      # the one definition of a plain constant
-from .layer_state import describe, forget
+from .guards.layer_state import describe, forget
 
 logger = logging.getLogger("minispore.jit")
 
@@ -426,7 +426,7 @@ def finish_capture(result):
 
 
 def _install():
-    from .capture import add_capture_listener
+    from .trace.contract import add_capture_listener
     add_capture_listener(_on_capture)
 
 

@@ -76,6 +76,12 @@ class Cell:
     `Cell(auto_prefix=True, flags=None)`. See the module docstring for registration and naming.
     """
 
+    # Graph mode: a Cell whose class sets this runs as a host call, eagerly, in program order,
+    # instead of being traced (it computes on NumPy arrays in place, not with ops). The optimizers
+    # and learning-rate schedules set it (nn/optim/optimizer.py), as do loss-scale updates and
+    # BatchNorm's statistics.
+    jit_host_call = False
+
     def __init__(self, auto_prefix=True, flags=None):
         d = self.__dict__
         # Registry: an OrderedDict whose writes count as state changes (common/state_epoch.py)
@@ -469,19 +475,12 @@ class Cell:
         return True
 
 
-_HOST_CLASSES: tuple = ()
-
-
 def _runs_on_host(cell):
-    """Graph mode: optimizers and LR schedules compute on NumPy arrays in place (not with ops), so
-    inside a graph they run as host calls, eagerly, in program order. A Cell may opt in with a
-    `jit_host_call = True` class attribute."""
-    global _HOST_CLASSES
-    if not _HOST_CLASSES:            # (imported on first use: optim imports this module)
-        from .optim.optimizer import LearningRateSchedule, Optimizer
-        _HOST_CLASSES = (Optimizer, LearningRateSchedule)
-    # (read on the class: on the instance a missing name goes through Cell.__getattr__ and raises)
-    return isinstance(cell, _HOST_CLASSES) or getattr(type(cell), "jit_host_call", False)
+    """Graph mode: whether `cell` runs as a host call (`Cell.jit_host_call`, a fact its class
+    carries, so this module needs to know no optimizer or schedule)."""
+    # (read on the class: a subclass of something other than Cell may lack it, and on the instance
+    # a missing name goes through Cell.__getattr__ and raises)
+    return getattr(type(cell), "jit_host_call", False)
 
 
 def _any_tracked(args):

@@ -1,4 +1,4 @@
-"""How a capture meets jitted functions and Cells without importing minispore.jit (capture/cells.py),
+"""How a capture meets jitted functions and Cells without importing minispore.jit (trace/cells.py),
 and the explicit table of capture modes (capture/registry.py)."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 import minispore as ms
 from minispore import nn, ops
 from minispore.graph.capture import registry
-from minispore.graph.capture.cells import HostCellCall, cell_body, is_jitted, jitted_target
+from minispore.graph.trace.cells import HostCellCall, cell_body, is_jitted, jitted_target
 
 
 def t(a):
@@ -92,7 +92,7 @@ def test_graph_mode_compiles_a_cell_as_cell_body_and_hosts_optimizers_as_host_ce
 def test_the_built_in_modes_are_listed_in_the_registry():
     from minispore.graph.capture.ast_mode import capture_ast
     from minispore.graph.capture.bytecode import capture_bytecode
-    from minispore.graph.capture.trace import capture_trace
+    from minispore.graph.trace import capture_trace
     assert registry._MODES["trace"] is capture_trace and registry._MODES["ast"] is capture_ast
     assert registry._MODES["bytecode"] is capture_bytecode
     with pytest.raises(TypeError, match="expected a callable for 'mine'"):

@@ -12,7 +12,7 @@ import minispore as ms
 from minispore.common import dtype as mstype
 from minispore.graph import IF, WHILE, O0Executor, Slot, format_graph, verify
 from minispore.graph.capture import CaptureResult
-from minispore.graph.capture.trace import TraceSession, unify_lifted
+from minispore.graph.trace import TraceSession, unify_lifted
 from minispore.ops.primitive import AbstractTensor
 
 

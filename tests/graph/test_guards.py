@@ -12,7 +12,8 @@ import pytest
 import minispore as ms
 from minispore import nn
 from minispore.common.state_epoch import EPOCH
-from minispore.graph import cache, layer_state
+from minispore.graph import cache
+from minispore.graph.guards import layer_state
 from minispore.graph.guards import rule, stable, walk
 from minispore.graph.guards.contents import content_token
 

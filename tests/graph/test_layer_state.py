@@ -11,7 +11,7 @@ import pytest
 import minispore as ms
 from minispore import nn
 from minispore.common.state_epoch import EPOCH, Registry
-from minispore.graph.layer_state import LayerStateCheck, describe, forget
+from minispore.graph.guards.layer_state import LayerStateCheck, describe, forget
 
 
 def gelu(x):
@@ -161,7 +161,7 @@ def test_registries_survive_pickling():
 
 
 def test_tokens_stand_for_structures_and_are_never_reused(monkeypatch):
-    from minispore.graph import layer_state
+    from minispore.graph.guards import layer_state
     a, b, c = Block(), Block(), Block(rate=0.5)
     ta, tb, tc = describe(a).token, describe(b).token, describe(c).token
     assert ta == tb != tc

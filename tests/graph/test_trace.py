@@ -247,7 +247,7 @@ def test_tensors_inside_containers_and_keywords_become_graph_inputs():
 def test_chained_host_calls_pass_run_time_values():
     # the result of one host call handed to another must be the value computed when the graph
     # runs, not the compile-time placeholder (HostResult)
-    from minispore.graph.capture.trace import host_call
+    from minispore.graph.trace import host_call
     seen = []
 
     def total(x):

@@ -35,19 +35,20 @@ The contract a mode must keep (the jit front door, the cache and the executors r
 
 Until a mode is registered, asking for it falls back to "trace" with a one-time warning.
 
-Where things are (each module imports only those above it in this list, never this package):
+Where things are. The modes' shared building blocks are one layer down, in graph/trace/ (so the
+modules the modes use - autodiff, interpret, lazy_inline, the guards, the compile cache, DryRun -
+can use them without importing a mode); this package holds the modes that build on them:
 
-* contract.py     CaptureRequest / CaptureResult / GraphBreak, the stack of active captures
+* ../trace/contract.py  CaptureRequest / CaptureResult / GraphBreak, the stack of active captures
                   (`is_capturing`, `current_capture`, `capture_scope`, `add_capture_listener`)
-* user_code.py    `user_source()`, the user's file and line; `warn_user`
-* cells.py        the Cell-call protocol (`run_cell_python`, `cell_body`, `HostCellCall`) and how a
-                  jitted callable is recognised (`__minispore_jit__`, `jitted_target`)
-* environ_reads.py  environment variables read during a capture, guarded
-* trace.py, ast_mode/, bytecode/   the three built-in modes
+* ../trace/user_code.py, cells.py, environ_reads.py   the user's file and line; the Cell-call
+                  protocol; environment variables read during a capture, guarded
+* ../trace/session.py  TraceSession and Tracer, and the trace mode (`capture_trace`)
+* ast_mode/, bytecode/   the other two built-in modes
 * registry.py     the mode table: the built-in modes are listed there explicitly;
                   `register_capture_mode` / `get_capture_mode`
 
-Building blocks (capture/trace.py) so a mode only handles what is new to it:
+Building blocks (graph/trace/session.py) so a mode only handles what is new to it:
 
 * `TraceSession(name, fn, fullgraph)`: `param(aval_or_tensor)` makes graph inputs (Tracers);
   `with session.running():` installs its executor, so tensor code - ops, Cells, `grad` - called on
@@ -64,9 +65,9 @@ Building blocks (capture/trace.py) so a mode only handles what is new to it:
 """
 from __future__ import annotations
 
-from .contract import (CaptureRequest, CaptureResult, GraphBreak, add_capture_listener, capture_scope,
+from ..trace.contract import (CaptureRequest, CaptureResult, GraphBreak, add_capture_listener, capture_scope,
                        current_capture, is_capturing)
-from .user_code import user_source, warn_user
+from ..trace.user_code import user_source, warn_user
 from .registry import get_capture_mode, register_capture_mode, registered_capture_modes
 
 __all__ = ["CaptureRequest", "CaptureResult", "GraphBreak", "register_capture_mode", "get_capture_mode",

@@ -1,7 +1,7 @@
 """The table of capture modes: name -> `fn(CaptureRequest) -> CaptureResult`.
 
 The built-in modes are listed here, in one place, by importing them: the modes themselves never
-import this module (they build on capture/contract.py), so registering is an explicit step and
+import this module (they build on graph/trace/), so registering is an explicit step and
 not a side effect of import order. `register_capture_mode(name, fn)` adds or replaces one
 (`minispore.jit` re-exports it for users' own modes).
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from .ast_mode import capture_ast
 from .bytecode import capture_bytecode
-from .environ_reads import recorded as _environ_recorded
-from .trace import capture_trace
-from .user_code import warn_user
+from ..trace.environ_reads import recorded as _environ_recorded
+from ..trace.session import capture_trace
+from ..trace.user_code import warn_user
 
 _MODES: dict = {"trace": capture_trace, "bytecode": capture_bytecode, "ast": capture_ast}
 _warned_fallback: set = set()

@@ -38,7 +38,7 @@ in the entry and checked when it is loaded*, or (3) a reason to *refuse to cache
    one no longer holds counts the entry *stale* (recaptured and rewritten) and a loaded entry keeps
    them as its in-memory guards:
    * the environment variables read while capturing (`os.environ[...]`, `.get`, `os.getenv`, `in`),
-     recorded by every capture mode (capture/environ_reads.py) as `{"environ": [[name, value or
+     recorded by every capture mode (trace/environ_reads.py) as `{"environ": [[name, value or
      null], ...]}`;
    * the globals the ast mode's interpreted code read (`{"globals": [[module, name, token]]}`),
      those the key already describes marked "key", and containers the code only appends to

@@ -18,8 +18,8 @@ import warnings
 
 import numpy as np
 
-from ...common import context
 from ...common.untrusted_files import UntrustedFileError, read_bytes
+from ..cache_settings import compile_cache_dir, compile_cache_enabled
 from ..guards.stable import Uncacheable
 from .key import FORMAT, Stale, _versions, call_token, key_of
 from .serialize import decode_result, encode_result
@@ -41,16 +41,8 @@ def reset_stats():
 
 
 # -- settings -------------------------------------------------------------------------------------------
-def enabled() -> bool:
-    if context.get_context("enable_compile_cache"):
-        return True
-    return os.environ.get("MS_COMPILER_CACHE_ENABLE", "0") == "1"
-
-
-def cache_dir() -> str:
-    path = context.get_context("compile_cache_path") or os.environ.get("MS_COMPILER_CACHE_PATH", "") or "cache.ms"
-    rank = os.environ.get("RANK_ID", "0")
-    return os.path.join(os.fspath(path), f"rank_{rank}", "graph_cache")
+# the settings (set_context / MS_COMPILER_CACHE_*), read one layer down: the kernel cache reads them too
+enabled, cache_dir = compile_cache_enabled, compile_cache_dir
 
 
 # -- files ------------------------------------------------------------------------------------------------

@@ -63,7 +63,7 @@ def encode_guard(guard, fn):
     interpreted code read (`{"globals": [[module, name, token or "key"], ...]}`). Any other guard
     is a Python function the cache cannot describe: the graph is uncacheable."""
     import inspect
-    from ..capture.environ_reads import EnvironGuard
+    from ..trace.environ_reads import EnvironGuard
     if isinstance(guard, EnvironGuard):
         return {"environ": [list(r) for r in guard.reads],
                 "names": None if guard.names is None else list(guard.names)}
@@ -96,9 +96,8 @@ def _plain_token(x):
 
 def decode_guards(encoded):
     """The live guards of a stored entry; raises Stale when one no longer holds in this process."""
-    from ..capture.ast_mode.interpreter import globals_guard, guard_token
-    from ..capture.ast_mode.signals import MISSING
-    from ..capture.environ_reads import EnvironGuard
+    from ..guards.globals_read import MISSING, globals_guard, guard_token
+    from ..trace.environ_reads import EnvironGuard
     guards = []
     for enc in encoded:
         if "environ" in enc:

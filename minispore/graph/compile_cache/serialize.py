@@ -274,7 +274,7 @@ def encode_result(result, fn, args, kwargs):
         return k
 
     def host_fn(fnobj):
-        from ..capture.cells import HostCellCall as _HostCellCall
+        from ..trace.cells import HostCellCall as _HostCellCall
         if isinstance(fnobj, _HostCellCall):
             nonlocal paths
             if paths is None:
@@ -372,8 +372,8 @@ def _object_path(obj, fn, args, kwargs, max_depth=6):
 
 def decode_result(payload, consts, fn, args, kwargs):
     """Rebuild the CaptureResult; raises ValueError/KeyError/... on anything inconsistent."""
-    from ..capture.cells import HostCellCall as _HostCellCall
-    from ..capture import CaptureResult
+    from ..trace.cells import HostCellCall as _HostCellCall
+    from ..trace.contract import CaptureResult
     avals = []
     for a in payload["avals"]:
         if a == "py":

@@ -39,6 +39,7 @@ The definitions every walker shares live here, so the walkers cannot disagree on
 
 * `SCALARS`: the types compared by value. `JSON_SCALARS` is the subset JSON can hold (the disk
   rendering describes a complex number as a value of the standard library instead);
+* `CONTAINERS`: the plain containers (exact types in memory) guarded by what they hold;
 * `CELL_REGISTRIES`: a Cell's dicts of sub-cells, Parameters and hooks - the walks follow them
   themselves, they are not attributes; `CELL_BOOKKEEPING` adds the flags dict (read as flags);
 * `VOLATILE_ATTRS`: counters and caches that change without changing what a cell computes;
@@ -50,6 +51,7 @@ from __future__ import annotations
 
 SCALARS = (bool, int, float, complex, str, bytes, type(None))
 JSON_SCALARS = tuple(t for t in SCALARS if t is not complex)
+CONTAINERS = (list, tuple, dict, set, frozenset)      # the plain containers guarded by contents
 
 CELL_REGISTRIES = frozenset(("_params", "_cells", "_params_list", "_forward_hooks", "_forward_pre_hooks"))
 CELL_BOOKKEEPING = CELL_REGISTRIES | {"_flags"}
@@ -66,5 +68,5 @@ def is_jit_private(name: str) -> bool:
     return name.startswith("_jit")
 
 
-__all__ = ["SCALARS", "JSON_SCALARS", "CELL_REGISTRIES", "CELL_BOOKKEEPING", "VOLATILE_ATTRS",
+__all__ = ["SCALARS", "JSON_SCALARS", "CONTAINERS", "CELL_REGISTRIES", "CELL_BOOKKEEPING", "VOLATILE_ATTRS",
            "MAX_GUARDED_ITEMS", "MAX_DICT", "is_jit_private"]

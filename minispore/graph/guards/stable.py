@@ -34,8 +34,8 @@ from ...common.dtype import DType
 from ...common.tensor import Parameter, Tensor
 from ..ir import Slot
 from .code_reads import code_names, write_only_names
-from .rule import JSON_SCALARS
-from .walk import layout_of
+from .rule import CONTAINERS, JSON_SCALARS
+from .walk import layout_of, subcells
 
 
 class Uncacheable(Exception):
@@ -69,7 +69,7 @@ MAX_KEY_ARRAY_BYTES = 1 << 30        # bytes of NumPy arrays hashed for one key
 OBJECT_DEPTH = 8                     # levels of objects (functions, plain objects) below the call
 _ATTR_DEPTH = 4                      # levels of objects below a Cell attribute
 
-_CONTAINERS = (list, tuple, dict, set, frozenset)
+_CONTAINERS = CONTAINERS
 _VALUE_TYPES = (complex, range, pathlib.PurePath, decimal.Decimal, fractions.Fraction, datetime.date,
                 datetime.time, datetime.timedelta, uuid.UUID)
 _SCALARS = JSON_SCALARS          # (a complex number is one of the _VALUE_TYPES: JSON cannot hold it)
@@ -311,7 +311,8 @@ def _function_token(f, depth, seen):
 
 
 def _is_framework(code) -> bool:
-    from ..capture.trace import _is_internal
+    # (user_code.py imports only common/: the one answer to "whose code is it", below every mode)
+    from ..trace.user_code import _is_internal
     return _is_internal(code)
 
 
@@ -424,12 +425,7 @@ def _cell_token(cell, seen):
         return ["same", k]
     memo[id(cell)] = len(memo)
     parts, classes = [], []
-    stack, visited = [("", cell)], set()
-    while stack:
-        name, c = stack.pop()
-        if id(c) in visited:
-            continue
-        visited.add(id(c))
+    for name, c in subcells(cell):
         d = c.__dict__
         if d.get("_forward_hooks") or d.get("_forward_pre_hooks"):
             raise Uncacheable(f"cell '{name or type(c).__name__}' has forward hooks (Python functions)")
@@ -450,10 +446,6 @@ def _cell_token(cell, seen):
         params = [(k, p._data.shape, p.dtype.name, p.requires_grad)
                   for k, p in d["_params"].items() if p is not None]
         parts.append((name, digest, attrs, params))
-        prefix = name + "." if name else ""
-        for k, sub in reversed(d["_cells"].items()):
-            if sub is not None:
-                stack.append((prefix + k, sub))
     return ["cell", parts, classes]
 
 

@@ -5,30 +5,24 @@ attributes of the root objects (a Cell as `self`, objects among the arguments an
 function's closure/globals hold), of every object in their dict attributes (a Cell's sub-cells),
 the identity of each sub-cell and Parameter, the containers they hold by contents
 (guards/contents.py), a user class's scalar class attributes, and each `@lazy_inline` layer as one
-unit by the signature of guards/walk.py (layer_state.py: O(1) while the Cell state epoch does not
-move). graph/cache.py decides which objects are the roots (`state_roots`).
+unit by the signature of guards/walk.py (guards/layer_state.py: O(1) while the Cell state epoch
+does not move; which cells are such layers, jit says by passing lazy_inline's `is_lazy`).
+graph/cache.py decides which objects are the roots (`state_roots`).
 """
 from __future__ import annotations
 
 import itertools
 import operator
-import types
-
-import numpy as np
 
 from ...common.dtype import DType
-from ...common.tensor import Tensor
-from ..layer_state import LayerStateCheck, describe as describe_layer
+from .layer_state import LayerStateCheck, describe as describe_layer
 from .contents import _MISSING, _ContainerGroup, _is_container, _label_text
-from .rule import CELL_BOOKKEEPING, MAX_DICT as _MAX_DICT, SCALARS as _SCALARS, is_jit_private
-from .walk import class_scalar_names
-
-_SKIP_IDENTITY = (types.ModuleType, types.BuiltinFunctionType, type)
-_FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+from .rule import MAX_DICT as _MAX_DICT, SCALARS as _SCALARS, is_jit_private
+from .walk import (_EXACT_LAYOUTS, _OBJECT_LAYOUTS, _REGISTRY_LAYOUTS, _ObjectLayout, _RegistryLayout,
+                   _type_determined, _value_types, class_scalar_names, holds_containers)
 
 # -- object state ---------------------------------------------------------------------------------
 _DICT_OF = operator.attrgetter("__dict__")
-_VALUES = operator.methodcaller("values")     # (an OrderedDict's own order, as iterating it gives keys)
 _repeat = itertools.repeat
 
 
@@ -156,133 +150,6 @@ def _class_scalars(names, instance_dict):
     return keys, vals
 
 
-def _getter(keys):
-    """itemgetter of `keys` (a value for one key, a tuple for several), None for no keys."""
-    return operator.itemgetter(*keys) if keys else None
-
-
-def _tuple_getter(keys):
-    """itemgetter of `keys` that always gives a tuple, None for no keys."""
-    if not keys:
-        return None
-    g = operator.itemgetter(*keys)
-    return g if len(keys) > 1 else (lambda d, _g=g: (_g(d),))
-
-
-def _is_stateful(v):
-    return hasattr(v, "__dict__") and not isinstance(v, (Tensor, np.ndarray, _FUNCTIONS, _SKIP_IDENTITY))
-
-
-_TYPE_DETERMINED: dict = {}    # type -> whether `_is_stateful` / isinstance depend on the type only
-
-
-def _type_determined(tp):
-    """True when classifying a value (`isinstance`, `hasattr(v, "__dict__")`) depends only on its
-    type - so a layout keyed by value types may be reused. Not for proxies that fake `__class__`,
-    customize attribute lookup, or answer `__dict__` from `__getattr__`."""
-    r = _TYPE_DETERMINED.get(tp)
-    if r is None:
-        mro = getattr(tp, "__mro__", ())
-        r = (type(tp) is type and tp.__getattribute__ is object.__getattribute__
-             and not any("__class__" in vars(c) for c in mro if c is not object)
-             and (any("__dict__" in vars(c) for c in mro) or not hasattr(tp, "__getattr__")))
-        _TYPE_DETERMINED[tp] = r
-    return r
-
-
-class _ObjectLayout:
-    """What StateGuard reads from objects of one class with given attribute names: the scalar
-    attribute names (and an itemgetter of them), the dict attributes (`dget` gives them as a
-    tuple; `private` says, per dict, whether it is private - its members are read as the object's
-    own attributes, `self.layers.0` - or public, `self.table.key`) and the other attributes
-    (`oget`). Made from one object; `fits` checks that other objects' values have the same kinds."""
-
-    __slots__ = ("skeys", "sget", "dkeys", "dget", "private", "oget", "okeys")
-
-    def __init__(self, d):
-        skeys, dkeys, okeys = [], [], []
-        for k, v in d.items():
-            if is_jit_private(k):
-                continue
-            if type(v) in _SCALARS or isinstance(v, DType):
-                skeys.append(k)
-            elif isinstance(v, dict):
-                dkeys.append(k)
-            else:
-                okeys.append(k)
-        self.skeys, self.sget = tuple(skeys), _getter(skeys)
-        self.dkeys, self.dget = tuple(dkeys), _tuple_getter(dkeys)
-        self.private = tuple(k.startswith("_") for k in dkeys)
-        self.oget = _tuple_getter(okeys)
-        # where containers may be (a list, a tuple, a set: checked per object, `fits` does not
-        # look at these kinds); containers inside dict attributes are found by _RegistryLayout
-        self.okeys = tuple(okeys)
-
-    def fits(self, ds, svals, regs):
-        """Whether objects with these `__dict__`s (and scalar values / dict attributes already
-        read) hold a scalar at each scalar name, a dict at each dict name and neither elsewhere -
-        checked on the set of their types, so without a Python step per object."""
-        if self.sget is not None:
-            ts = set(map(type, itertools.chain.from_iterable(svals) if len(self.skeys) > 1 else svals))
-            if not all(t in _SCALARS or issubclass(t, DType) for t in ts):
-                return False
-        if regs and not all(issubclass(t, dict) for t in set(map(type, regs))):
-            return False
-        if self.oget is not None:
-            ts = set(map(type, itertools.chain.from_iterable(map(self.oget, ds))))
-            if any(t in _SCALARS or issubclass(t, (DType, dict)) for t in ts):
-                return False
-        return True
-
-
-class _RegistryLayout:
-    """What StateGuard reads from a dict attribute with given keys and value types: scalar members
-    (by value), object members (by identity) and, of those, the ones to walk into (not Tensors):
-    ((key, an itemgetter of it), ...)."""
-
-    __slots__ = ("skeys", "sget", "ikeys", "iget", "flat", "guarded", "walk", "ckeys")
-
-    def __init__(self, d):
-        skeys, ikeys, walk, ckeys = [], [], [], []
-        for k, v in d.items():
-            if type(v) in _SCALARS:
-                skeys.append(k)
-            elif isinstance(v, Tensor) or _is_stateful(v):
-                ikeys.append(k)
-                if not isinstance(v, Tensor):
-                    walk.append((k, operator.itemgetter(k)))
-            elif _is_container(v):
-                ckeys.append(k)              # guarded by contents (_ContainerGroup)
-        self.skeys, self.sget = tuple(skeys), _getter(skeys)
-        self.ikeys, self.iget = tuple(ikeys), _getter(ikeys)
-        self.flat = len(ikeys) > 1           # iget gives a tuple of members, not one member
-        self.guarded = bool(skeys or ikeys)
-        self.walk = tuple(walk)
-        self.ckeys = tuple(ckeys)
-
-
-# What the guard reads depends only on (class, attribute names, kinds of values), and a model's
-# cells share a few layouts (every layer's attention is alike): each attribute is classified once
-# per layout, not once per cell.
-_OBJECT_LAYOUTS: dict = {}     # (class, attribute names) -> _ObjectLayout (its kinds checked per use)
-_EXACT_LAYOUTS: dict = {}      # (attribute names, value types) -> _ObjectLayout
-_REGISTRY_LAYOUTS: dict = {}   # (keys, value types) -> _RegistryLayout
-
-
-# a Cell's own dicts (guards/rule.py): changed through its API (which moves the state epoch) or
-# walked as registries
-_CELL_BOOKKEEPING = CELL_BOOKKEEPING
-
-
-def _holds_containers(cell) -> bool:
-    """Whether a cell or one of its sub-cells holds a plain container (a list, a tuple...)."""
-    for _, c in cell.cells_and_names():
-        for k, v in c.__dict__.items():
-            if _is_container(v) and k not in _CELL_BOOKKEEPING:
-                return True
-    return False
-
-
 class StateGuard:
     """Guards the Python state a trace may have read from objects: for each root object (a Cell
     passed as `self`, an object among the arguments, objects the function's closure/globals hold)
@@ -300,7 +167,7 @@ class StateGuard:
     ("net.layers.0.training changed: True -> False").
     """
 
-    def __init__(self, roots):
+    def __init__(self, roots, is_lazy=None):
         self._fast: list = []            # group checks: `failed()` is True when something changed
         self._objects: dict = {}         # object layout -> its _ScalarGroup
         self._registries: dict = {}      # registry layout -> its _RegistryGroup
@@ -309,6 +176,9 @@ class StateGuard:
         self._class_names: dict = {}     # class -> class_scalar_names (this build)
         self._layers: dict = {}          # id(lazy_inline cell) -> LayerStateCheck: guarded as one unit
         self._containers = _ContainerGroup()     # lists, tuples, dicts, sets: by contents
+        # `is_lazy(cell)`: whether a cell is a `@lazy_inline` layer now (jit passes lazy_inline's own
+        # test, which knows whether lazy_inline is switched on; without one, no layer is a unit)
+        self._is_lazy = is_lazy
         # containers among the roots (globals and closure variables holding a list, a dict...)
         objects, held = [], set()
         for label, obj in roots:
@@ -349,7 +219,7 @@ class StateGuard:
         else:
             seen.update(ids)
         dicts = list(map(getattr, objs, _repeat("__dict__"), _repeat(None)))
-        if any(isinstance(d, dict) and "_lazy_inline" in d for d in dicts):
+        if self._is_lazy is not None and any(isinstance(d, dict) and "_lazy_inline" in d for d in dicts):
             labels, objs, dicts = self._guard_layers(labels, objs, dicts)
         if list(map(type, dicts)).count(dict) != len(dicts) or max(map(len, dicts), default=0) > _MAX_DICT:
             keep = [i for i, d in enumerate(dicts) if isinstance(d, dict) and len(d) <= _MAX_DICT]
@@ -395,14 +265,14 @@ class StateGuard:
         lazy_inline itself reads to share their subgraph (layer_state.describe, remembered for the
         capture that follows): one walk per layer, and a check that is O(1) while no Cell changes.
         A layer holding state the Cell epoch cannot see (a plain object) is walked as usual."""
-        from ..lazy_inline import is_lazy
+        is_lazy = self._is_lazy
         keep = []
         for i, (obj, d) in enumerate(zip(objs, dicts)):
             if isinstance(d, dict) and "_lazy_inline" in d and is_lazy(obj):
                 st = describe_layer(obj)
                 # (a list attribute changes in place without the Cell API moving the epoch: a
                 # layer holding one is walked, so its containers are guarded by contents)
-                if st.structure is not None and not st.untracked and not _holds_containers(obj):
+                if st.structure is not None and not st.untracked and not holds_containers(st.structure):
                     check = self._layers[id(obj)] = LayerStateCheck(_label_text(labels[i]), st)
                     self._fast.append(check)
                     continue
@@ -572,11 +442,6 @@ class StateGuard:
                         return reason
         hit = objects.get(id(d))
         return hit[0].explain(hit[1], label) if hit is not None else None
-
-
-def _value_types(dicts):
-    """The types of each dict's values, as a tuple per dict (C-level: no Python step per dict)."""
-    return list(map(tuple, map(map, _repeat(type), map(_VALUES, dicts))))
 
 
 def _by_layout(lays, dicts, labels):

@@ -1,12 +1,18 @@
-"""The one walk of a Cell tree: every cell's layout, then its state, depth first.
+"""The one walk of a Cell tree (every cell's layout, then its state, depth first), and every layout
+by which the guards read objects' attributes: each attribute is classified here, once per layout.
 
-A Cell tree's Python state is read by three clients, all through this module:
+A Cell tree's Python state is read by these clients, all through this module:
 
-* lazy_inline's layer signature and jit's guard on it (graph/layer_state.py: `describe`), which
+* lazy_inline's layer signature and jit's guard on it (guards/layer_state.py: `describe`), which
   compare `signature` in memory - in O(1) while the Cell state epoch has not moved;
 * the compile cache's key (guards/stable.py), which renders the same per-cell facts in a form that
-  is equal across processes (names, classes, shapes and dtypes instead of identities);
-* the recompile messages, which walk again with the same layouts to name what changed.
+  is equal across processes (names, classes, shapes and dtypes instead of identities), visiting
+  the cells in the walk's order (`subcells`);
+* the recompile messages, which walk again with the same layouts to name what changed;
+* jit's StateGuard (guards/state.py), which snapshots any object a graph may have read level by
+  level and checks each level with C-level maps: it reads objects by the `_ObjectLayout` and
+  `_RegistryLayout` at the end of this module (they say where its classification differs), and a
+  `@lazy_inline` layer by the walk's signature (`holds_containers` tells when it cannot).
 
 A *layout* (`Layout`) is how to read the cells of one class with one set of attribute names and
 value types; it classifies each attribute once (by the rule of guards/rule.py) and is then
@@ -27,12 +33,16 @@ applied to every such cell with C-level getters (a model's layers share a handfu
 """
 from __future__ import annotations
 
+import itertools
 import operator
 import types
 
+import numpy as np
+
 from ...common.dtype import DType
 from ...common.tensor import Tensor
-from .rule import CELL_BOOKKEEPING, SCALARS, VOLATILE_ATTRS, is_jit_private
+from .contents import _is_container
+from .rule import CELL_BOOKKEEPING, CONTAINERS, SCALARS, VOLATILE_ATTRS, is_jit_private
 
 _IMMUTABLE_OBJECTS = (types.FunctionType, types.BuiltinFunctionType, types.ModuleType, type)
 
@@ -55,15 +65,19 @@ class Layout:
     (the layout's process-independent name, computed once)."""
 
     __slots__ = ("cls", "scalar_keys", "scalar_get", "dtype_keys", "tensor_keys", "other_keys", "jit_keys",
-                 "untracked", "class_scalars", "has_bprop", "stable_digest", "__weakref__")
+                 "untracked", "holds_containers", "class_scalars", "has_bprop", "stable_digest", "__weakref__")
 
     def __init__(self, d, cls):
         self.cls = cls
         self.has_bprop = hasattr(cls, "bprop")
         scalars, dtypes, tensors, others, jits = [], [], [], [], []
-        untracked = False
+        untracked = containers = False
         for k, v in d.items():
-            if k in CELL_BOOKKEEPING or k in VOLATILE_ATTRS:
+            if k in CELL_BOOKKEEPING:
+                continue
+            if type(v) in CONTAINERS:
+                containers = True
+            if k in VOLATILE_ATTRS:
                 continue
             if is_jit_private(k):
                 jits.append(k)
@@ -87,6 +101,9 @@ class Layout:
         self.jit_keys = tuple(jits)
         self.class_scalars = class_scalar_names(cls)
         self.untracked = untracked or bool(self.class_scalars)
+        # a plain list, tuple, dict or set among the attributes (jit's own included): it changes in
+        # place without moving the Cell state epoch, so StateGuard guards such a tree by contents
+        self.holds_containers = containers
         self.stable_digest = None
 
 
@@ -223,6 +240,29 @@ def walk(cell):
     return own, tuple(sig), untracked
 
 
+def subcells(cell):
+    """(relative name, cell) of `cell` and each sub-cell below it, depth first in attribute order,
+    a cell reached twice (shared by two parents) only the first time. The order of `walk`, for the
+    clients that describe each cell once (guards/stable.py's key)."""
+    stack, visited = [("", cell)], set()
+    while stack:
+        name, c = stack.pop()
+        if id(c) in visited:
+            continue
+        visited.add(id(c))
+        yield name, c
+        prefix = name + "." if name else ""
+        for k, sub in reversed(c.__dict__["_cells"].items()):
+            if sub is not None:
+                stack.append((prefix + k, sub))
+
+
+def holds_containers(signature) -> bool:
+    """Whether a tree with this `walk` signature holds a plain container in some cell (read off
+    the layouts in the signature: the layout is keyed by the attributes' types)."""
+    return any(lay.holds_containers for lay in signature if type(lay) is Layout)
+
+
 def first_difference(where, cell, old, new):
     """Name the attribute behind the first element where two signatures of `cell` differ."""
     j = next((i for i, (a, b) in enumerate(zip(old, new)) if a != b), min(len(old), len(new)))
@@ -271,5 +311,134 @@ def first_difference(where, cell, old, new):
     return f"{where}: its Python state changed"
 
 
-__all__ = ["Layout", "layout_of", "walk", "first_difference", "class_scalar_names", "identity_token",
-           "tuple_getter"]
+# -- the layouts of any object, read level by level by StateGuard (guards/state.py) -------------------
+# StateGuard reads more than a Cell tree: any object a graph may have read (a config object, a
+# closure's object), whose dict attributes are read as registries. Its classification differs from
+# `Layout`'s where the guard needs it: dtypes count as scalars, dict attributes are registries (a
+# Cell's `_cells` and `_params` among them), and the volatile attributes of guards/rule.py are
+# guarded too (`_hook_id` and `_plain_call` are how a registered hook fails the guard: hook
+# functions themselves are not state).
+_SKIP_IDENTITY = (types.ModuleType, types.BuiltinFunctionType, type)
+_FUNCTIONS = (types.FunctionType, types.MethodType, types.BuiltinFunctionType)
+
+
+def _getter(keys):
+    """itemgetter of `keys` (a value for one key, a tuple for several), None for no keys."""
+    return operator.itemgetter(*keys) if keys else None
+
+
+def _tuple_getter(keys):
+    """`tuple_getter(keys)`, None for no keys (a layout with nothing of that kind to read)."""
+    return tuple_getter(keys) if keys else None
+
+
+def _is_stateful(v):
+    return hasattr(v, "__dict__") and not isinstance(v, (Tensor, np.ndarray, _FUNCTIONS, _SKIP_IDENTITY))
+
+
+_TYPE_DETERMINED: dict = {}    # type -> whether `_is_stateful` / isinstance depend on the type only
+
+
+def _type_determined(tp):
+    """True when classifying a value (`isinstance`, `hasattr(v, "__dict__")`) depends only on its
+    type - so a layout keyed by value types may be reused. Not for proxies that fake `__class__`,
+    customize attribute lookup, or answer `__dict__` from `__getattr__`."""
+    r = _TYPE_DETERMINED.get(tp)
+    if r is None:
+        mro = getattr(tp, "__mro__", ())
+        r = (type(tp) is type and tp.__getattribute__ is object.__getattribute__
+             and not any("__class__" in vars(c) for c in mro if c is not object)
+             and (any("__dict__" in vars(c) for c in mro) or not hasattr(tp, "__getattr__")))
+        _TYPE_DETERMINED[tp] = r
+    return r
+
+
+class _ObjectLayout:
+    """What StateGuard reads from objects of one class with given attribute names: the scalar
+    attribute names (and an itemgetter of them), the dict attributes (`dget` gives them as a
+    tuple; `private` says, per dict, whether it is private - its members are read as the object's
+    own attributes, `self.layers.0` - or public, `self.table.key`) and the other attributes
+    (`oget`). Made from one object; `fits` checks that other objects' values have the same kinds."""
+
+    __slots__ = ("skeys", "sget", "dkeys", "dget", "private", "oget", "okeys")
+
+    def __init__(self, d):
+        skeys, dkeys, okeys = [], [], []
+        for k, v in d.items():
+            if is_jit_private(k):
+                continue
+            if type(v) in SCALARS or isinstance(v, DType):
+                skeys.append(k)
+            elif isinstance(v, dict):
+                dkeys.append(k)
+            else:
+                okeys.append(k)
+        self.skeys, self.sget = tuple(skeys), _getter(skeys)
+        self.dkeys, self.dget = tuple(dkeys), _tuple_getter(dkeys)
+        self.private = tuple(k.startswith("_") for k in dkeys)
+        self.oget = _tuple_getter(okeys)
+        # where containers may be (a list, a tuple, a set: checked per object, `fits` does not
+        # look at these kinds); containers inside dict attributes are found by _RegistryLayout
+        self.okeys = tuple(okeys)
+
+    def fits(self, ds, svals, regs):
+        """Whether objects with these `__dict__`s (and scalar values / dict attributes already
+        read) hold a scalar at each scalar name, a dict at each dict name and neither elsewhere -
+        checked on the set of their types, so without a Python step per object."""
+        if self.sget is not None:
+            ts = set(map(type, itertools.chain.from_iterable(svals) if len(self.skeys) > 1 else svals))
+            if not all(t in SCALARS or issubclass(t, DType) for t in ts):
+                return False
+        if regs and not all(issubclass(t, dict) for t in set(map(type, regs))):
+            return False
+        if self.oget is not None:
+            ts = set(map(type, itertools.chain.from_iterable(map(self.oget, ds))))
+            if any(t in SCALARS or issubclass(t, (DType, dict)) for t in ts):
+                return False
+        return True
+
+
+class _RegistryLayout:
+    """What StateGuard reads from a dict attribute with given keys and value types: scalar members
+    (by value), object members (by identity) and, of those, the ones to walk into (not Tensors):
+    ((key, an itemgetter of it), ...)."""
+
+    __slots__ = ("skeys", "sget", "ikeys", "iget", "flat", "guarded", "walk", "ckeys")
+
+    def __init__(self, d):
+        skeys, ikeys, walk, ckeys = [], [], [], []
+        for k, v in d.items():
+            if type(v) in SCALARS:
+                skeys.append(k)
+            elif isinstance(v, Tensor) or _is_stateful(v):
+                ikeys.append(k)
+                if not isinstance(v, Tensor):
+                    walk.append((k, operator.itemgetter(k)))
+            elif _is_container(v):
+                ckeys.append(k)              # guarded by contents (_ContainerGroup)
+        self.skeys, self.sget = tuple(skeys), _getter(skeys)
+        self.ikeys, self.iget = tuple(ikeys), _getter(ikeys)
+        self.flat = len(ikeys) > 1           # iget gives a tuple of members, not one member
+        self.guarded = bool(skeys or ikeys)
+        self.walk = tuple(walk)
+        self.ckeys = tuple(ckeys)
+
+
+# What the guard reads depends only on (class, attribute names, kinds of values), and a model's
+# cells share a few layouts (every layer's attention is alike): each attribute is classified once
+# per layout, not once per cell.
+_OBJECT_LAYOUTS: dict = {}     # (class, attribute names) -> _ObjectLayout (its kinds checked per use)
+_EXACT_LAYOUTS: dict = {}      # (attribute names, value types) -> _ObjectLayout
+_REGISTRY_LAYOUTS: dict = {}   # (keys, value types) -> _RegistryLayout
+
+
+_VALUES = operator.methodcaller("values")     # (an OrderedDict's own order, as iterating it gives keys)
+
+
+def _value_types(dicts):
+    """The types of each dict's values, as a tuple per dict (C-level: no Python step per dict)."""
+    return list(map(tuple, map(map, itertools.repeat(type), map(_VALUES, dicts))))
+
+
+__all__ = ["Layout", "layout_of", "walk", "subcells", "holds_containers", "first_difference",
+           "class_scalar_names", "identity_token", "tuple_getter"]

@@ -42,6 +42,8 @@ class LearningRateSchedule(Cell):
     function of the step, which is what lets training resume exactly from a checkpoint.
     """
 
+    jit_host_call = True      # graph mode: computes on NumPy, so it runs as a host call (nn/cell.py)
+
     def _lr(self, step: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -108,6 +110,8 @@ def float_arg(cell: str, name: str, v, lo=None, lo_open=False, hi=None, hi_open=
 
 class Optimizer(Cell):
     """`Optimizer(learning_rate, parameters, weight_decay=0.0, loss_scale=1.0)`. See the module docstring."""
+
+    jit_host_call = True      # graph mode: updates parameters in place on NumPy, as a host call (nn/cell.py)
 
     def __init__(self, learning_rate, parameters, weight_decay=0.0, loss_scale=1.0):
         super().__init__(auto_prefix=False)

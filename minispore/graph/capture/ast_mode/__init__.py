@@ -49,9 +49,9 @@ from ....common.errors import user_frame
 from ....ops.primitive import AbstractTensor, set_executor
 from ... import pytree
 from ...ir import CALL, IF, WHILE
-from ..cells import cell_body
-from ..contract import CaptureResult, capture_scope
-from ..trace import Tracer
+from ...trace.cells import cell_body
+from ...trace.contract import CaptureResult, capture_scope
+from ...trace.session import Tracer
 from .interpreter import Interpreter, MAX_UNROLL
 from .session import AstCaptureError, AstSession, where
 

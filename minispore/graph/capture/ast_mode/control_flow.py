@@ -48,7 +48,7 @@ from ....common.tensor import Tensor
 from ... import pytree
 from ...ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Slot, Value
 from ...printer import format_aval
-from ..trace import HostResult
+from ...trace.session import HostResult
 from .session import AstCaptureError, Region, aval_of, close_regions, is_symbolic, tracked, where
 from . import loop_exits
 from .loop_exits import RET, RETVAL

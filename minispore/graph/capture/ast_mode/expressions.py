@@ -14,7 +14,7 @@ import operator
 
 from ....common import dtype as mstype
 from ....common.tensor import Tensor
-from ..trace import HostResult
+from ...trace.session import HostResult
 from . import control_flow
 from .frames import Frame, InterpretedFunction
 from .session import AstCaptureError, is_dynamic_leaf, unsupported, where

@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from ..trace import CaptureError
+from ...trace.session import CaptureError
 from .session import AstCaptureError, is_dynamic_leaf, unsupported, where
 from .signals import BREAK, CONTINUE, RETURN, Undefined
 from .source import assigned_names, loaded_names

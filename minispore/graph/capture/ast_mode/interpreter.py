@@ -42,8 +42,10 @@ import types
 
 from ....common.errors import MinisporeError
 from ....common.tensor import Tensor
-from ..cells import is_jitted, jitted_target, run_cell_python
-from ..trace import CaptureError, HostResult, user_source
+from ...trace.cells import is_jitted, jitted_target, run_cell_python
+from ...guards.code_reads import write_only_names
+from ...guards.globals_read import globals_guard, guard_token   # (the compile cache rebuilds the guard)
+from ...trace.session import CaptureError, HostResult, user_source
 from . import control_flow, fallback, loop_exits
 from .expressions import BINOPS, INPLACE, SYMBOL, Expressions, rows
 from .frames import Frame, InterpretedFunction
@@ -65,35 +67,6 @@ def _invoke(fn, args, kwargs):
 
 def _invoke_method(obj, name, args, kwargs):
     return getattr(obj, name)(*args, **kwargs)
-
-
-def write_only_names(code):
-    from ...cache import write_only_names as names
-    return names(code)
-
-
-def guard_token(v, written=False):
-    """What the globals guard compares: scalars by value, plain containers (lists, dicts, tuples,
-    sets) by their contents - an in-place `table[0] = 10.0` must recompile - and other objects by
-    identity (graph/cache.py: content_token). A container the code only appends to (`written`)
-    by identity: `("written", id)`."""
-    from ...cache import content_token
-    return ("written", id(v)) if written else content_token(v)
-
-
-def globals_guard(reads):
-    """The guard on the globals interpreted code read: `reads` is [(globals dict, name, guard_token)].
-    (The compile cache rebuilds it, by this name, for an entry it loads.)"""
-    from ...cache import describe_token, content_token
-
-    def globals_read_by_interpreted_code(args, kwargs):
-        for g, name, tok in reads:
-            now = g.get(name, MISSING)
-            new = ("written", id(now)) if tok[0] == "written" else content_token(now)
-            if new != tok:
-                return f"global '{name}' changed: {describe_token(tok)} -> {describe_token(new)}"
-        return None
-    return globals_read_by_interpreted_code
 
 
 # -- the interpreter ------------------------------------------------------------------------------------
@@ -127,7 +100,7 @@ class Interpreter(Expressions):
 
     def private_copy(self, x):
         """A copy of a traced tensor that `x[i] = v` inside a branch may rebind without touching x."""
-        from ..trace import Tracer
+        from ...trace.session import Tracer
         c = Tracer.make(x._data.value, x._data.session)
         self._clones[id(c)] = (c, self.original(x))
         return c
@@ -731,7 +704,7 @@ class Interpreter(Expressions):
         if type(obj) is HostResult or contains_opaque(idx) or type(value) is HostResult:
             self.runtime_call(operator.setitem, (obj, idx, value), {}, "[]=")
             return
-        obj[idx] = value          # a traced tensor records setitem and rebinds itself (trace.py)
+        obj[idx] = value          # a traced tensor records setitem and rebinds itself (trace/session.py)
 
     def setattr(self, obj, name, value):
         if type(obj) is HostResult:

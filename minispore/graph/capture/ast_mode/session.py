@@ -26,8 +26,8 @@ from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor, set_executor
 from ... import pytree
 from ...ir import HOST_CALL, OPAQUE, Graph, Value
-from ..contract import capture_scope
-from ..trace import CaptureError, HostResult, SymbolicArray, Tracer, TraceSession, _data_error, _is_internal
+from ...trace.contract import capture_scope
+from ...trace.session import CaptureError, HostResult, SymbolicArray, Tracer, TraceSession, _data_error, _is_internal
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # frames of these files evaluate user code: an op called from them belongs to the interpreted line
@@ -119,7 +119,7 @@ class AstSession(TraceSession):
         if type(d) is SymbolicArray:
             if d.session is self:
                 if type(x) is Tensor:
-                    x.__class__ = Tracer          # a storage copy made by autodiff (see trace.py)
+                    x.__class__ = Tracer          # a storage copy made by autodiff (see trace/session.py)
                 return d.value
             if not self._is_ancestor(d.session):
                 raise _data_error("jit", d.session)

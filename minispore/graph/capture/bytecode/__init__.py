@@ -78,8 +78,8 @@ from __future__ import annotations
 
 import sys
 
-from ..contract import CaptureResult, GraphBreak
-from ..user_code import warn_user
+from ...trace.contract import CaptureResult, GraphBreak
+from ...trace.user_code import warn_user
 from .breaks import BreakInfo, GraphBreakError
 from .frames import const_token
 from .instructions import SUPPORTED_VERSIONS, Return, _MISSING, version_supported

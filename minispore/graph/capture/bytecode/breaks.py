@@ -33,8 +33,8 @@ import types
 
 from ....common.errors import _PKG_DIR
 from ....common.tensor import Parameter, Tensor
-from ...capture import GraphBreak
-from ..trace import CaptureError, HostResult, SymbolicArray
+from ...trace.contract import GraphBreak
+from ...trace.session import CaptureError, HostResult, SymbolicArray
 
 
 class GraphBreakError(CaptureError):

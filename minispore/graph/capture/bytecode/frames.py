@@ -31,7 +31,7 @@ import numpy as np
 from ....common.dtype import DType
 from ....common.tensor import Tensor
 from ...ir import Slot
-from ..trace import HostResult
+from ...trace.session import HostResult
 from .values import NULL, UNBOUND, Lazy, SeqIter
 
 _NUMBERS = (int, float, bool, complex)

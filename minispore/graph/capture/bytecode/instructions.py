@@ -36,7 +36,7 @@ import numpy as np
 
 from ....common.errors import MinisporeError, user_frame
 from ....common.tensor import Tensor
-from ..trace import CaptureError, Tracer
+from ...trace.session import CaptureError, Tracer
 from .breaks import BreakInfo, NeedsBreak, call_break_reason, describe_capture_error, has_symbolic, is_symbolic
 from .frames import Frame
 from .values import NULL, Lazy, SeqIter

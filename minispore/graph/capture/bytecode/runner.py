@@ -33,7 +33,7 @@ from ....common import grad_state
 from ....common.tensor import _wrap
 from ... import autodiff, pytree
 from ...ir import OPAQUE, Value
-from ..user_code import warn_user
+from ...trace.user_code import warn_user
 from .frames import Frame, fill_state, fill_value, flatten_state, state_key
 from .instructions import Interpreter
 from .segments import capture_continuation, capture_continuation_with_frame

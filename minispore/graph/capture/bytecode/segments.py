@@ -29,9 +29,9 @@ from ....common.tensor import Tensor
 from ....ops.primitive import AbstractTensor
 from ... import pytree
 from ...run.levels import make_executor
-from ..cells import cell_body, is_jitted
-from ..environ_reads import EnvironGuard, recording
-from ..trace import HostResult, TraceSession, _is_internal
+from ...trace.cells import cell_body, is_jitted
+from ...trace.environ_reads import EnvironGuard, recording
+from ...trace.session import HostResult, TraceSession, _is_internal
 from .breaks import is_symbolic
 from .frames import Frame, const_token, fill_state, flatten_state, flatten_value
 from .instructions import RUN_SYMBOLIC_CODE, Interpreter, Return, _MISSING, code_info
@@ -201,7 +201,7 @@ def capture_continuation_with_frame(target, pc, template, leaves):
             values.append(Lazy(x, j))
     frame = fill_state(template, values, target.info.free_cells)
     # (a continuation is captured at run time, outside the jit's capture call: it records the
-    # environment variables it reads itself - capture/environ_reads.py)
+    # environment variables it reads itself - graph/trace/environ_reads.py)
     with recording() as rec:
         try:
             interp, outcome = _run(target, session, frame, pc)

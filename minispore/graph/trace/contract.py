@@ -1,8 +1,8 @@
 """What every capture mode receives and returns, and which capture is running now.
 
 The contract itself (what a mode must keep) is written out in capture/__init__.py. This module
-holds its data types and the stack of active captures, and depends on nothing else in capture/:
-the modes (trace, ast_mode, bytecode) and the registry all build on it, never the other way.
+holds its data types and the stack of active captures, and depends on nothing else in graph/:
+the trace session, the modes (trace, ast_mode, bytecode) and the registry all build on it.
 """
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import itertools
 
-from ..common.state_epoch import EPOCH
-from .guards.walk import class_scalar_names, first_difference, walk
+from ...common.state_epoch import EPOCH
+from .walk import class_scalar_names, first_difference, walk
 
 
 class LayerState:
