@@ -75,6 +75,7 @@ sys.path.insert(0, HERE)
 
 import minispore as ms                          # noqa: E402
 from minispore import nn                        # noqa: E402
+from minispore.graph.dryrun.devices import cpu_model  # noqa: E402
 import suite_models as M                        # noqa: E402
 
 try:
@@ -482,15 +483,6 @@ def blas_description():
     return "NumPy BLAS: " + "; ".join(parts)
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 # ---------------------------------------------------------------------------------------------

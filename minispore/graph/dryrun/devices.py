@@ -206,7 +206,8 @@ def _cache_path() -> str:
     return os.path.join(base, "device_profiles.json")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), for device profiles and benchmark reports."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -228,7 +229,7 @@ def _blas_threads() -> int:
 
 def cpu_fingerprint() -> str:
     """What the calibration depends on: a different value means measure again."""
-    return f"{_cpu_model()}|cores={os.cpu_count()}|numpy={np.__version__}|blas_threads={_blas_threads()}"
+    return f"{cpu_model()}|cores={os.cpu_count()}|numpy={np.__version__}|blas_threads={_blas_threads()}"
 
 
 def _best_time(fn, repeat):
@@ -285,7 +286,7 @@ def measure_cpu() -> DeviceProfile:
     except (ValueError, OSError, AttributeError):
         mem = 8 * GiB
     return DeviceProfile(
-        name="cpu", display_name=f"this CPU ({_cpu_model()}, {os.cpu_count()} cores)",
+        name="cpu", display_name=f"this CPU ({cpu_model()}, {os.cpu_count()} cores)",
         memory_bytes=int(mem), usable_bytes=int(mem), mem_bw=float(bw),
         # bfloat16/float16 matmuls run in float32 here (ops/prims/linalg.py), so they share its rate
         matmul_flops={"float32": float(mm32), "bfloat16": float(mm32), "float16": float(mm32),
@@ -338,5 +339,5 @@ def cpu_profile(refresh: bool = False) -> DeviceProfile:
     return prof
 
 
-__all__ = ["DeviceProfile", "H100", "ASCEND_910B", "DEVICES", "register_device", "load_profile", "get_device",
+__all__ = ["DeviceProfile", "cpu_model", "H100", "ASCEND_910B", "DEVICES", "register_device", "load_profile", "get_device",
            "available_devices", "cpu_profile", "measure_cpu", "cpu_fingerprint", "GiB", "MiB"]
