@@ -15,6 +15,9 @@ Compare `nn.AdamWeightDecay` (no bias correction, decay scaled by lr inside the 
 
 State Parameters: `exp_avg.<name>`, `exp_avg_sq.<name>` (and `max_exp_avg_sq.<name>` with
 amsgrad), and `state_step` (int32, the number of updates taken).
+
+The update runs in the parameter's dtype (float32 weights: all in float32, as PyTorch), in place
+without temporaries: `nn.optim._kernels.torch_adam` computes exactly `torch_adam_reference`.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ import numpy as np
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Parameter, ParameterTuple, Tensor
 from ...nn.cell import Cell
-from ...nn.optim.optimizer import as_compute, work_array, write_back
+from ...nn.optim import _kernels
+from ...nn.optim.optimizer import flat_grad, flat_work, write_back
 
 _DEFAULT_KEYS = ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize")
 
@@ -98,6 +102,7 @@ def check_gradients(op, gradients, flat):
 
 
 class AdamW(Cell):
+    jit_host_call = True        # graph mode: updates parameters in place on NumPy, as a host call (nn/cell.py)
     _decoupled = True           # weight decay applied to the weights (AdamW), not added to the gradient (Adam)
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
@@ -125,32 +130,20 @@ class AdamW(Cell):
         t = int(self.state_step._data) + 1
         i = 0
         for group in self.param_groups:
-            lr, wd, eps = group["lr"], group["weight_decay"], group["eps"]
-            b1, b2 = group["betas"]
-            bc1 = 1.0 - b1 ** t
-            bc2_sqrt = np.sqrt(1.0 - b2 ** t)
+            kw = dict(b1=float(group["betas"][0]), b2=float(group["betas"][1]), eps=float(group["eps"]),
+                      lr=float(group["lr"]), t=t, wd=float(group["weight_decay"]), decoupled=self._decoupled,
+                      maximize=group["maximize"])
             for p in group["params"]:
-                g = gradients[i]._data
-                w = work_array(p)
-                g = as_compute(-g if group["maximize"] else g, w)
-                if wd != 0 and self._decoupled:
-                    w *= 1.0 - lr * wd
-                elif wd != 0:
-                    g = g + wd * w
-                m = work_array(self.exp_avg[i])
-                v = work_array(self.exp_avg_sq[i])
-                m *= b1
-                m += (1.0 - b1) * g
-                v *= b2
-                v += (1.0 - b2) * (g * g)
+                w = flat_work(p)
+                m, v = flat_work(self.exp_avg[i], w), flat_work(self.exp_avg_sq[i], w)
+                vmax = flat_work(self.max_exp_avg_sq[i], w) if group["amsgrad"] else None
+                # _kernels.torch_adam_reference, computed in place without temporaries
+                _kernels.torch_adam(w.reshape(-1), m.reshape(-1), v.reshape(-1), flat_grad(gradients[i]._data, w),
+                                    vmax=None if vmax is None else vmax.reshape(-1), **kw)
                 write_back(self.exp_avg[i], m)
                 write_back(self.exp_avg_sq[i], v)
-                if group["amsgrad"]:
-                    vmax = work_array(self.max_exp_avg_sq[i])
-                    np.maximum(vmax, v, out=vmax)
+                if vmax is not None:
                     write_back(self.max_exp_avg_sq[i], vmax)
-                    v = vmax
-                w -= (lr / bc1) * m / (np.sqrt(v) / bc2_sqrt + eps)
                 write_back(p, w)
                 i += 1
         self.state_step._data[...] = t

@@ -18,7 +18,8 @@ import numpy as np
 from ...common.errors import OpTypeError, OpValueError
 from ...common.tensor import Parameter, ParameterTuple, Tensor
 from ...nn.cell import Cell
-from ...nn.optim.optimizer import as_compute, work_array, write_back
+from ...nn.optim import _kernels
+from ...nn.optim.optimizer import flat_grad, flat_work, write_back
 from .adamw import check_gradients, param_groups
 
 _KEYS = ("lr", "momentum", "dampening", "weight_decay", "nesterov", "maximize")
@@ -40,6 +41,7 @@ def _check(group):
 
 
 class SGD(Cell):
+    jit_host_call = True        # graph mode: updates parameters in place on NumPy, as a host call (nn/cell.py)
     def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False):
         super().__init__(auto_prefix=False)
         self.defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
@@ -59,22 +61,14 @@ class SGD(Cell):
         for group in self.param_groups:
             lr, mom, damp, wd = (float(group[k]) for k in ("lr", "momentum", "dampening", "weight_decay"))
             for p in group["params"]:
-                w = work_array(p)
-                g = as_compute(gradients[i]._data, w)
-                if group["maximize"]:
-                    g = -g
-                if wd != 0:
-                    g = g + wd * w
-                if mom != 0:
-                    buf = work_array(self.momentum_buf[i])
-                    if first:
-                        buf[...] = g
-                    else:
-                        buf *= mom
-                        buf += (1.0 - damp) * g
+                w = flat_work(p)
+                buf = flat_work(self.momentum_buf[i], w) if mom != 0 else None
+                # _kernels.sgd_reference, computed in place without temporaries
+                _kernels.sgd(w.reshape(-1), None if buf is None else buf.reshape(-1),
+                             flat_grad(gradients[i]._data, w), lr=lr, momentum=mom, dampening=damp, wd=wd,
+                             nesterov=group["nesterov"], first=first, maximize=group["maximize"])
+                if buf is not None:
                     write_back(self.momentum_buf[i], buf)
-                    g = g + mom * buf if group["nesterov"] else buf
-                w -= lr * g
                 write_back(p, w)
                 i += 1
         self.step_t._data[...] += 1

@@ -20,15 +20,23 @@ AdamWeightDecay:
     m, v as above
     w = w - lr * (m / (sqrt(v) + eps) + weight_decay * w)
 State: `adam_m.<name>`, `adam_v.<name>`. Note the default eps is 1e-6 here, 1e-8 for Adam.
+
+Both updates run in the parameter's dtype (float32 for float32 weights, as MindSpore's kernels;
+float32 for half-precision ones, rounded once when stored), in place without temporaries: the rules
+are written out plainly in `_kernels.adam_reference` / `adam_weight_decay_reference`, and
+`_kernels.adam` / `adam_weight_decay` compute exactly those numbers without temporaries.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, as_compute, float_arg, weights_and_decayed_grad, work_array, write_back
+from . import _kernels
+from .optimizer import Optimizer, as_compute, flat_grad, flat_work, float_arg, work_array, write_back
 
 
 def _check_betas(cell, beta1, beta2, eps):
@@ -91,19 +99,22 @@ class Adam(Optimizer):
         b2p = np.float32(self.beta2_power._data) * np.float32(b2)
         write_back(self.beta1_power, np.asarray(b1p, np.float32))
         write_back(self.beta2_power, np.asarray(b2p, np.float32))
-        correction = np.sqrt(1.0 - float(b2p)) / (1.0 - float(b1p))
+        # bias correction folded into one scalar step size (computed in double, rounded once)
+        correction = math.sqrt(1.0 - float(b2p)) / (1.0 - float(b1p))
         vhats = self.vhat if self.use_amsgrad else [None] * len(self._params_seq)
         for p, g, lr, wd, m_p, v_p, vh_p in zip(self._params_seq, grads, lrs, self._decay, self.moment1,
                                                  self.moment2, vhats):
-            w, g = weights_and_decayed_grad(p, g, wd)
-            m, v, g = _moments(m_p, v_p, g, b1, b2)
-            if vh_p is not None:
-                vh = work_array(vh_p)
-                np.maximum(vh, v, out=vh)
+            w = flat_work(p)
+            m, v = flat_work(m_p, w), flat_work(v_p, w)
+            vh = flat_work(vh_p, w) if vh_p is not None else None
+            # the rule itself: _kernels.adam_reference, computed in place (_kernels.adam)
+            _kernels.adam(w.reshape(-1), m.reshape(-1), v.reshape(-1), flat_grad(g, w), b1=b1, b2=b2, eps=eps,
+                          step_size=lr * correction, wd=wd, nesterov=self.use_nesterov,
+                          vhat=None if vh is None else vh.reshape(-1))
+            write_back(m_p, m)
+            write_back(v_p, v)
+            if vh is not None:
                 write_back(vh_p, vh)
-                v = vh
-            num = b1 * m + (1.0 - b1) * g if self.use_nesterov else m
-            w -= (lr * correction) * num / (np.sqrt(v) + eps)
             write_back(p, w)
 
 
@@ -119,10 +130,11 @@ class AdamWeightDecay(Optimizer):
     def _update(self, grads, lrs, t):
         b1, b2, eps = self.beta1, self.beta2, self.eps
         for p, g, lr, wd, m_p, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moments1, self.moments2):
-            w = work_array(p)
-            m, v, _ = _moments(m_p, v_p, as_compute(g, w), b1, b2)
-            update = m / (np.sqrt(v) + eps)
-            if wd > 0:
-                update += wd * w
-            w -= lr * update
+            w = flat_work(p)
+            m, v = flat_work(m_p, w), flat_work(v_p, w)
+            # _kernels.adam_weight_decay_reference, computed in place without temporaries
+            _kernels.adam_weight_decay(w.reshape(-1), m.reshape(-1), v.reshape(-1), flat_grad(g, w), b1=b1, b2=b2,
+                                       eps=eps, lr=lr, wd=wd)
+            write_back(m_p, m)
+            write_back(v_p, v)
             write_back(p, w)

@@ -19,7 +19,11 @@ What the base class does for every optimizer:
   of the TrainOneStepCell that holds it saves them.
 
 Updates run directly on the NumPy arrays (an optimizer step is never differentiated), in float32
-for half-precision parameters, and write back into each parameter's storage.
+for half-precision parameters, and write back into each parameter's storage. The rules the
+benchmarked models use (Adam, AdamWeightDecay, Momentum, SGD, and mint's AdamW/Adam/SGD) run as
+the in-place kernels of `_kernels.py` (blockwise NumPy, or one C loop where a compiler exists),
+each bit-identical to the plain formula written beside it (`flat_work` / `flat_grad` /
+`write_back` below hand the kernels their arrays).
 """
 from __future__ import annotations
 
@@ -421,6 +425,24 @@ def write_back(p: Parameter, new: np.ndarray):
     else:
         p._data = new.astype(a.dtype)
     p._version += 1
+
+
+def flat_work(p: Parameter, like: np.ndarray | None = None) -> np.ndarray:
+    """`work_array(p)` made ready for the in-place kernels of `_kernels`: C-contiguous and in the
+    dtype of `like` (the parameter's compute array, for state buffers), copying only when the
+    storage is not already so. `.reshape(-1)` of the result is a view; `write_back(p, result)`
+    stores it (a no-op copy-wise when it is the storage itself)."""
+    a = work_array(p)
+    if like is not None and a.dtype != like.dtype:
+        a = a.astype(like.dtype)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def flat_grad(g: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """The gradient as a flat array in `like`'s dtype (a view when it already is one)."""
+    return as_compute(g, like).reshape(-1)
 
 
 def as_compute(x: np.ndarray, like: np.ndarray) -> np.ndarray:

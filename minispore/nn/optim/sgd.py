@@ -16,6 +16,9 @@ Momentum:
     v = momentum * v + g
     w = w - lr * v                          (nesterov: w = w - lr * (g + momentum * v))
 State: `moments.<name>` and the Parameter `momentum`.
+
+Both run in the parameter's dtype, in place without temporaries: `_kernels.sgd` / `momentum` compute
+exactly the plain `_kernels.sgd_reference` / `momentum_reference`.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ import numpy as np
 from ...common.errors import OpValueError
 from ...common.tensor import Parameter, Tensor
 from .. import _checks
-from .optimizer import Optimizer, float_arg, weights_and_decayed_grad, work_array, write_back
+from . import _kernels
+from .optimizer import Optimizer, flat_grad, flat_work, float_arg, write_back
 
 
 class SGD(Optimizer):
@@ -49,19 +53,17 @@ class SGD(Optimizer):
         mom = float(self.momentum._data)
         damp = self.dampening
         for p, g, lr, wd, acc_p, stat_p in zip(self._params_seq, grads, lrs, self._decay, self.accum, self.stat):
-            w, g = weights_and_decayed_grad(p, g, wd)
-            if mom > 0:
-                acc = work_array(acc_p)
-                if stat_p._data.reshape(-1)[:1].sum() > 0:     # first update: v = g (stat is uniform)
-                    acc[...] = g
-                    stat_p._data[...] = 0
-                    stat_p._version += 1
-                else:
-                    acc *= mom
-                    acc += (1.0 - damp) * g
+            w = flat_work(p)
+            acc = flat_work(acc_p, w) if mom > 0 else None
+            first = mom > 0 and stat_p._data.reshape(-1)[:1].sum() > 0   # stat is 1 until the first update
+            # _kernels.sgd_reference, computed in place without temporaries
+            _kernels.sgd(w.reshape(-1), None if acc is None else acc.reshape(-1), flat_grad(g, w), lr=lr,
+                         momentum=mom, dampening=damp, wd=wd, nesterov=self.nesterov, first=first)
+            if acc is not None:
                 write_back(acc_p, acc)
-                g = g + mom * acc if self.nesterov else acc
-            w -= lr * g
+            if first:
+                stat_p._data[...] = 0
+                stat_p._version += 1
             write_back(p, w)
 
 
@@ -78,13 +80,10 @@ class Momentum(Optimizer):
     def _update(self, grads, lrs, t):
         mom = float(self.momentum._data)
         for p, g, lr, wd, v_p in zip(self._params_seq, grads, lrs, self._decay, self.moments):
-            w, g = weights_and_decayed_grad(p, g, wd)
-            v = work_array(v_p)
-            v *= mom
-            v += g
+            w = flat_work(p)
+            v = flat_work(v_p, w)
+            # _kernels.momentum_reference, computed in place without temporaries
+            _kernels.momentum(w.reshape(-1), v.reshape(-1), flat_grad(g, w), lr=lr, momentum=mom, wd=wd,
+                              nesterov=self.use_nesterov)
             write_back(v_p, v)
-            if self.use_nesterov:
-                w -= lr * (g + mom * v)
-            else:
-                w -= lr * v
             write_back(p, w)
