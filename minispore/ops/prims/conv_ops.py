@@ -12,8 +12,17 @@ kept as primitives with MindSpore's names:
   conv2d_backprop_filter(dy, x)  = the adjoint in w  (dy @ im2col(x)^T).
 Each of the three is the adjoint of another in one argument, so their backward rules are written
 with each other: the set is closed under differentiation (grad-of-grad to any order).
+
+Each primitive has two kernels: a plain one (`_*_plain`, whole batch at once: the readable
+reference) and the fast one the primitive runs (`_*_fast`: the same products a cache-sized chunk
+of images at a time, and the stride-1 input gradient as a convolution); see "Fast kernels" below.
 """
 from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ...common.grad_state import wants_grad
 from .. import _check as C
@@ -67,7 +76,7 @@ def _half_to_float32(*arrays):
     return tuple(a.astype(compute_dtype(a), copy=False) for a in arrays)
 
 
-def _conv2d_kernel(x, w, stride, pads, dilation, groups):
+def _conv2d_plain(x, w, stride, pads, dilation, groups):
     x, w = _half_to_float32(x, w)
     n = x.shape[0]
     cout = w.shape[0]
@@ -87,7 +96,7 @@ def _backprop_input_infer(dy, w, x_shape, stride, pads, dilation, groups):
     return AbstractTensor(x_shape, dy.dtype)
 
 
-def _backprop_input_kernel(dy, w, x_shape, stride, pads, dilation, groups):
+def _backprop_input_plain(dy, w, x_shape, stride, pads, dilation, groups):
     dy, w = _half_to_float32(dy, w)
     n, cin, h, wd = x_shape
     cout, cg, kh, kw = w.shape
@@ -111,7 +120,7 @@ def _backprop_filter_infer(dy, x, w_shape, stride, pads, dilation, groups):
     return AbstractTensor(w_shape, dy.dtype)
 
 
-def _backprop_filter_kernel(dy, x, w_shape, stride, pads, dilation, groups):
+def _backprop_filter_plain(dy, x, w_shape, stride, pads, dilation, groups):
     dy, x = _half_to_float32(dy, x)
     n = x.shape[0]
     cout = w_shape[0]
@@ -119,6 +128,213 @@ def _backprop_filter_kernel(dy, x, w_shape, stride, pads, dilation, groups):
     cols = _im2col(x, w_shape, stride, pads, dilation, groups, (oh, ow))      # (N, G, Cg*KH*KW, OH*OW)
     dyr = dy.reshape(n, groups, cout // groups, oh * ow)
     return (dyr @ cols.transpose(0, 1, 3, 2)).sum(axis=0).reshape(w_shape)
+
+
+# -------------------------------------------------------------------------------------------------
+# Fast kernels. The plain kernels above build every column of the whole batch at once: for the
+# early layers of a CNN that is a (Cin*KH*KW, N*OH*OW) matrix of tens of MB, so the im2col copy and
+# the GEMM both run from main memory. The fast kernels below do the same arithmetic a chunk of
+# images at a time, sized so one chunk's columns (about _CHUNK_COLUMNS output positions) stay in
+# the L2 cache, with buffers reused across chunks. Inside a chunk the columns are laid out
+# (Cin, KH, KW, images, OH, OW): every GEMM is then one 2-d product per group with the batch and
+# the positions in one long dimension, and both backward GEMMs keep their large operand
+# row-major (BLAS reads a transposed small operand, never a transposed large one).
+# tests/ops/test_fast_conv_bn.py checks them against the plain kernels and a naive loop.
+_CHUNK_COLUMNS = 1024
+# Stride-1 convolutions with output rows at least this wide use the "row windows" im2col
+# (`_row_windows`); narrower ones pay more for its wasted columns than they save on the copy.
+_ROW_WINDOWS_MIN_WIDTH = 8
+
+
+def _padded_hw(x_hw, kernel, stride, pads, dilation, out_hw):
+    """The padded input extent the windows read (padding, plus what a floored last window skips)."""
+    return tuple(max(x_hw[a] + pads[2 * a] + pads[2 * a + 1], (out_hw[a] - 1) * stride[a] + (kernel[a] - 1) * dilation[a] + 1)
+                 for a in (0, 1))
+
+
+def _chunks(n, positions):
+    """(images per chunk, [(first, last + 1)]) for chunks of about _CHUNK_COLUMNS output positions."""
+    nb = max(1, min(n, _CHUNK_COLUMNS // positions))
+    return nb, [(i, min(i + nb, n)) for i in range(0, n, nb)]
+
+
+class _Buffer:
+    """One flat scratch array reused by every chunk; `take(shape)` is a C-contiguous view of its head."""
+
+    def __init__(self, size, dtype):
+        self.flat = np.empty(size, dtype)
+
+    def take(self, shape):
+        return self.flat[:math.prod(shape)].reshape(shape)
+
+
+class _PaddedChunks:
+    """Zero-padded chunks of x (N, C, H, W): the borders of one reused buffer are zeroed once and only
+    the interior is written per chunk. Without padding, chunks are plain views of x (unless
+    `spare_row`: one more zero row at the bottom, which `_row_windows` reads into)."""
+
+    def __init__(self, x, pads, padded_hw, nb, spare_row=False):
+        self.x, self.top, self.left = x, pads[0], pads[2]
+        self.plain = tuple(padded_hw) == tuple(x.shape[2:]) and not any(pads) and not spare_row
+        # the array the windows are read from: x itself, or the padded buffer of one chunk
+        self.source = x if self.plain else np.zeros((nb, x.shape[1], padded_hw[0] + spare_row, padded_hw[1]), x.dtype)
+
+    def load(self, n0, n1):
+        """Make images n0:n1 ready in `source`; returns their (first, last + 1) index there."""
+        if self.plain:
+            return n0, n1
+        h, w = self.x.shape[2:]
+        self.source[:n1 - n0, :, self.top:self.top + h, self.left:self.left + w] = self.x[n0:n1]
+        return 0, n1 - n0
+
+
+def _window_view(xp, kernel, stride, dilation, out_hw):
+    """The (C, KH, KW, images, OH, OW) windows of a padded chunk xp (images, C, Hp, Wp), as a strided
+    view (no copy): element [c, i, j, n, oh, ow] = xp[n, c, oh*sh + i*dh, ow*sw + j*dw]."""
+    s_n, s_c, s_h, s_w = xp.strides
+    return as_strided(xp, (xp.shape[1], kernel[0], kernel[1], xp.shape[0], out_hw[0], out_hw[1]),
+                      (s_c, dilation[0] * s_h, dilation[1] * s_w, s_n, stride[0] * s_h, stride[1] * s_w),
+                      writeable=False)
+
+
+def _row_windows(xp, kernel, dilation, oh):
+    """Stride 1: the windows as a (C, KH, KW, images, OH*Wp) view in which every row is ONE
+    contiguous run of the flattened padded chunk xp (images, C, Hp + 1, Wp): output position
+    r*Wp + q of window (i, j) reads xp[n, c, r + i*dh, q + j*dw]. So the im2col copy moves long
+    runs instead of OW-long pieces, at the price of computing Wp - OW wasted columns per output
+    row (q >= OW wraps into the next row; the spare bottom row keeps the last run inside xp);
+    the callers drop or zero them."""
+    s_n, s_c, s_h, s_w = xp.strides
+    return as_strided(xp, (xp.shape[1], kernel[0], kernel[1], xp.shape[0], oh * xp.shape[3]),
+                      (s_c, dilation[0] * s_h, dilation[1] * s_w, s_n, s_w), writeable=False)
+
+
+class _Columns:
+    """The im2col columns of a conv2d's input, one chunk of images at a time: `get(n0, n1)` is a
+    (G, Cg*KH*KW, images * OH * q) matrix (rows c, i, j; columns image, output row, q < `q`),
+    q = OW, or Wp for the row-window layout (stride 1, wide rows)."""
+
+    def __init__(self, x, kernel, stride, pads, dilation, groups, out_hw):
+        n, cin, h, w = x.shape
+        padded_hw = _padded_hw((h, w), kernel, stride, pads, dilation, out_hw)
+        self.rows = tuple(stride) == (1, 1) and out_hw[1] >= _ROW_WINDOWS_MIN_WIDTH
+        self.q = padded_hw[1] if self.rows else out_hw[1]
+        self.nb, self.chunks = _chunks(n, out_hw[0] * self.q)
+        self.padded = _PaddedChunks(x, pads, padded_hw, self.nb, spare_row=self.rows)
+        self.kernel, self.stride, self.dilation, self.out_hw, self.groups = kernel, stride, dilation, out_hw, groups
+        self.k = cin // groups * kernel[0] * kernel[1]
+        self.buf = _Buffer(cin * kernel[0] * kernel[1] * self.nb * out_hw[0] * self.q, x.dtype)
+        # the window view is built once (as_strided is slow to call) over every image of the source;
+        # a chunk's windows are a slice of its image axis (axis 3)
+        src = self.padded.source
+        self.windows = (_row_windows(src, kernel, dilation, out_hw[0]) if self.rows
+                        else _window_view(src, kernel, stride, dilation, out_hw))
+
+    def get(self, n0, n1):
+        a, b = self.padded.load(n0, n1)
+        win = self.windows[:, :, :, a:b]
+        cols = self.buf.take(win.shape)
+        np.copyto(cols, win)
+        return cols.reshape(self.groups, self.k, (n1 - n0) * self.out_hw[0] * self.q)
+
+
+def _conv2d_fast(x, w, stride, pads, dilation, groups):
+    """conv2d: per chunk, columns (G, Cg*KH*KW, images*OH*q) and one GEMM per group."""
+    x, w = _half_to_float32(x, w)
+    n = x.shape[0]
+    cout, cg, kh, kw = w.shape
+    oh, ow = _geometry("conv2d", x.shape, w.shape, stride, pads, dilation, groups)[2:]
+    cols = _Columns(x, (kh, kw), stride, pads, dilation, groups, (oh, ow))
+    q = cols.q
+    y_buf = _Buffer(cout * cols.nb * oh * q, x.dtype)
+    wm = w.reshape(groups, cout // groups, cg * kh * kw)
+    out = np.empty((n, cout, oh, ow), x.dtype)
+    for n0, n1 in cols.chunks:
+        m = n1 - n0
+        y = np.matmul(wm, cols.get(n0, n1), out=y_buf.take((groups, cout // groups, m * oh * q)))
+        out[n0:n1] = y.reshape(cout, m, oh, q)[..., :ow].transpose(1, 0, 2, 3)
+    return out
+
+
+def _backprop_filter_fast(dy, x, w_shape, stride, pads, dilation, groups):
+    """dW^T (G, Cg*KH*KW, Cout/G) accumulated over chunks as columns @ dy^T (the columns, the large
+    operand, row-major); transposed to (Cout, Cg, KH, KW) once at the end."""
+    dy, x = _half_to_float32(dy, x)
+    n, cout, oh, ow = dy.shape
+    _, cg, kh, kw = w_shape
+    cog = cout // groups
+    cols = _Columns(x, (kh, kw), stride, pads, dilation, groups, (oh, ow))
+    q = cols.q
+    dy_buf = _Buffer(cout * cols.nb * oh * q, x.dtype)
+    dwt = np.zeros((groups, cg * kh * kw, cog), x.dtype)
+    for n0, n1 in cols.chunks:
+        m = n1 - n0
+        d = dy_buf.take((cout, m, oh, q))
+        d[..., :ow] = dy[n0:n1].transpose(1, 0, 2, 3)
+        d[..., ow:] = 0                                  # the row windows' wasted columns add nothing
+        dwt += cols.get(n0, n1) @ d.reshape(groups, cog, m * oh * q).transpose(0, 2, 1)
+    return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape(w_shape)
+
+
+def _transposed_conv_pads(x_shape, w_shape, dy_hw, stride, pads, dilation):
+    """For stride 1, the input gradient is a stride-1 convolution of dy with the flipped,
+    channel-transposed weight and padding dilation*(K-1) - pad. Those pads, or None where that
+    does not apply (stride > 1, or padding wider than the kernel)."""
+    if tuple(stride) != (1, 1):
+        return None
+    kh, kw = w_shape[2:]
+    tp = (dilation[0] * (kh - 1) - pads[0], dilation[0] * (kh - 1) - pads[1],
+          dilation[1] * (kw - 1) - pads[2], dilation[1] * (kw - 1) - pads[3])
+    fits = (dy_hw[0] + tp[0] + tp[1] - dilation[0] * (kh - 1) == x_shape[2]
+            and dy_hw[1] + tp[2] + tp[3] - dilation[1] * (kw - 1) == x_shape[3])
+    return tp if min(tp) >= 0 and fits else None
+
+
+def _backprop_input_fast(dy, w, x_shape, stride, pads, dilation, groups):
+    """Stride 1: a forward convolution of dy (`_transposed_conv_pads`), an im2col copy instead of a
+    scatter. Unpadded 1x1: one GEMM, written onto the strided pixels. Otherwise per chunk: columns = W^T @ dy (one GEMM per group), then col2im as KH*KW
+    strided adds (within one kernel offset the windows never overlap, so `+=` is exact)."""
+    dy, w = _half_to_float32(dy, w)
+    n, cin, h, wd = x_shape
+    cout, cg, kh, kw = w.shape
+    oh, ow = dy.shape[2:]
+    sh, sw = stride
+    dh, dw = dilation
+    cog, k, p = cout // groups, cg * kh * kw, oh * ow
+    padded_hw = _padded_hw((h, wd), (kh, kw), stride, pads, dilation, (oh, ow))
+    C.output_fits("conv2d_backprop_input", (n, cin) + padded_hw, dy.dtype)
+    tp = _transposed_conv_pads(x_shape, w.shape, (oh, ow), stride, pads, dilation)
+    if tp is not None:
+        # w_flip[g*Cg + c, o, i, j] = w[g*Cog + o, c, KH-1-i, KW-1-j]
+        w_flip = w.reshape(groups, cog, cg, kh, kw).transpose(0, 2, 1, 3, 4)[:, :, :, ::-1, ::-1]
+        w_flip = np.ascontiguousarray(w_flip).reshape(groups * cg, cog, kh, kw)
+        return _conv2d_fast(dy, w_flip, (1, 1), tp, dilation, groups)
+    if kh == kw == 1 and groups == 1 and not any(pads):
+        # a 1x1 (e.g. stride-2 downsample) convolution reads each input pixel at most once: its input
+        # gradient is W^T @ dy placed on the strided pixels, zeros elsewhere (no col2im needed)
+        dx = np.zeros(x_shape, dy.dtype)
+        wt1 = np.ascontiguousarray(w.reshape(cout, cin).T)
+        dx[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw] = (wt1 @ dy.reshape(n, cout, p)).reshape(n, cin, oh, ow)
+        return dx
+    nb, chunks = _chunks(n, p)
+    wt = np.ascontiguousarray(w.reshape(groups, cog, k).transpose(0, 2, 1))        # (G, Cg*KH*KW, Cog)
+    dy_buf, cols_buf = _Buffer(cout * nb * p, dy.dtype), _Buffer(cin * kh * kw * nb * p, dy.dtype)
+    acc_buf = _Buffer(cin * nb * padded_hw[0] * padded_hw[1], dy.dtype)
+    dx = np.empty(x_shape, dy.dtype)
+    pt, pl = pads[0], pads[2]
+    for n0, n1 in chunks:
+        m = n1 - n0
+        d = dy_buf.take((cout, m, oh, ow))
+        np.copyto(d, dy[n0:n1].transpose(1, 0, 2, 3))
+        cols = np.matmul(wt, d.reshape(groups, cog, m * p), out=cols_buf.take((groups, k, m * p)))
+        cols = cols.reshape(cin, kh, kw, m, oh, ow)
+        acc = acc_buf.take((cin, m) + padded_hw)
+        acc.fill(0)
+        for i in range(kh):
+            for j in range(kw):
+                acc[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw] += cols[:, i, j]
+        dx[n0:n1] = acc[:, :, pt:pt + h, pl:pl + wd].transpose(1, 0, 2, 3)
+    return dx
 
 
 def _conv2d_bprop(inputs, out, dout, **attrs):
@@ -167,12 +383,12 @@ _conv2d_cost = costs.matrix_unit(_conv2d_flops)
 _conv2d_backprop_cost = costs.matrix_unit(_conv2d_backprop_flops)
 
 
-_conv2d = defprim("conv2d", _conv2d_infer, _conv2d_kernel, _conv2d_bprop, cost=_conv2d_cost,
+_conv2d = defprim("conv2d", _conv2d_infer, _conv2d_fast, _conv2d_bprop, cost=_conv2d_cost,
                   doc="2-d cross-correlation, NCHW, im2col + matmul")
-_backprop_input = defprim("conv2d_backprop_input", _backprop_input_infer, _backprop_input_kernel,
+_backprop_input = defprim("conv2d_backprop_input", _backprop_input_infer, _backprop_input_fast,
                           _backprop_input_bprop, doc="gradient of conv2d w.r.t. its input (col2im)",
                           cost=_conv2d_backprop_cost)
-_backprop_filter = defprim("conv2d_backprop_filter", _backprop_filter_infer, _backprop_filter_kernel,
+_backprop_filter = defprim("conv2d_backprop_filter", _backprop_filter_infer, _backprop_filter_fast,
                            _backprop_filter_bprop, doc="gradient of conv2d w.r.t. its weight",
                            cost=_conv2d_backprop_cost)
 
