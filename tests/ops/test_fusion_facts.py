@@ -60,7 +60,8 @@ def _inputs(dtype):
     x, y, p = _values(0).astype(dtype), _values(1).astype(dtype), _values(2, positive=True).astype(dtype)
     other = np.float64 if dtype == np.float32 else np.float32
     return {"x": x, "y": y, "p": p, "b": _values(3) > 0, "c": _values(4) > 0.3, "w": _values(5).astype(other),
-            "lo": np.full((4, 12), -0.3, dtype), "hi": (_values(6) * 0.5 + 0.4).astype(dtype)}
+            "lo": np.full((4, 12), -0.3, dtype), "hi": (_values(6) * 0.5 + 0.4).astype(dtype),
+            "gelu_x": ops.gelu(ms.Tensor(x)).asnumpy()}         # gelu_grad's y operand is gelu(x)
 
 
 # name -> cases (operands: a name of `_inputs` or a Python constant; attrs). A primitive that gains a
@@ -96,6 +97,7 @@ _CASES = {
     "clamp": [(("x", -0.3, 0.4), {}), (("x", None, 0.4), {}), (("x", -0.3, None), {}), (("x", "lo", "hi"), {})],
     "softplus": [(("x",), {}), (("x",), {"beta": 2.0, "threshold": 4.0})],
     "gelu": [(("x",), {"approximate": "none"}), (("x",), {"approximate": "tanh"})],
+    "gelu_grad": [(("x", "gelu_x", "y"), {})],
     "reduce_sum": [(("x",), {"axis": (1,)}), (("p",), {"axis": (1,), "keep_dims": True})],
     "reduce_mean": [(("x",), {"axis": (1,)}), (("p",), {"axis": (1,), "keep_dims": True})],
     "reduce_max": [(("x",), {"axis": (1,)}), (("y",), {"axis": (1,), "keep_dims": True})],
@@ -106,7 +108,7 @@ _VIEWS = {"reshape", "broadcast_to", "transpose", "copy", "stop_gradient"}
 # libm's transcendental functions (vector versions) differ from NumPy's loops in the last bits;
 # the sums accumulate in double where NumPy sums float32 pairwise
 _INEXACT = {"pow", "exp", "log", "sin", "cos", "erf", "tanh", "sigmoid", "silu", "silu_grad", "elu", "softplus",
-            "gelu", "reduce_sum", "reduce_mean"}
+            "gelu", "gelu_grad", "reduce_sum", "reduce_mean"}
 
 # relu(-0.0) is -0.0 fused (`-0.0 >= 0` holds, so the expression keeps x) and +0.0 in NumPy: equal
 # values, a different sign bit (as O1 has always computed it)

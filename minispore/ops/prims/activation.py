@@ -9,8 +9,8 @@ never overflows where the math does not: sigmoid's exp(-x) can only overflow to 
 1 / (1 + inf) = 0 is the right limit, softplus never exponentiates a large positive number,
 softmax/log_softmax subtract the row maximum first. Each
 backward rule is written in minispore ops (usually from the saved output, e.g. sigmoid' = y(1-y)),
-so grad-of-grad works. silu, softmax and log_softmax (on a transformer's hot path) have a fused
-backward primitive instead (`silu_grad`, `softmax_grad`, `log_softmax_grad`: one NumPy kernel
+so grad-of-grad works. silu, the exact gelu, softmax and log_softmax (on a transformer's hot path) have a
+fused backward primitive instead (`silu_grad`, `gelu_grad`, `softmax_grad`, `log_softmax_grad`: one NumPy kernel
 rather than 4-7 eager ops), whose own backward rules are written in ops (as norm_ops.py does for
 layer_norm_grad).
 
@@ -27,7 +27,7 @@ import scipy.special
 
 from ...common import dtype as mstype
 from ...common.grad_state import wants_grad
-from ...common.tensor import Tensor
+from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import c_expr
 from .. import costs
@@ -36,6 +36,7 @@ from .elementwise import (add, cast, equal, erf, exp, greater, greater_equal, le
                           logical_or, minimum, mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
 from .reduction import reduce_sum
 
+_CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
 _HALF = (np.dtype(np.float16), mstype.bfloat16.np)
 
 
@@ -78,8 +79,54 @@ def _relu_kernel(a):
 
 
 def _relu_bprop(inputs, out, dout):
+    """dx = dout where x > 0, else 0 (the plain rule: `where(greater(x, 0), dout, zeros_like(dout))`).
+
+    PyNative runs it as one fused primitive (`relu_grad`: one kernel, one dispatch, two fresh
+    arrays instead of three ops and five). Under graph capture (jit) the three fusible ops are
+    recorded instead, which jit_level O1 fuses into one generated loop."""
     x = inputs[0]
+    if type(x) in _CONCRETE and type(dout) in _CONCRETE:
+        return (_relu_grad(x, dout),)
     return (where(greater(x, 0), dout, zeros_like(dout)),)
+
+
+def _relu_grad_infer(x, dout):
+    C.tensor("relu_grad", "x", x)
+    C.tensor("relu_grad", "dout", dout)
+    if tuple(dout.shape) != tuple(x.shape) or dout.dtype is not x.dtype:
+        raise C.OpValueError("relu_grad", f"'dout' of x's shape {tuple(x.shape)} and dtype {x.dtype}",
+                             f"shape {tuple(dout.shape)} and dtype {dout.dtype}")
+    return AbstractTensor(x.shape, x.dtype)
+
+
+_INT_OF_SIZE = {2: np.int16, 4: np.int32, 8: np.int64}
+
+
+def _relu_grad_kernel(x, dout):
+    """np.where(x > 0, dout, 0), bit-identical, without np.where's data-dependent branch per element
+    (a ReLU mask is random: about half the branches mispredict, ~5x the cost of this).
+
+    m = -(x > 0) as an integer of dout's width is all-one bits where x > 0 and zero bits elsewhere,
+    so `dout_bits & m` is dout's bits where x > 0 and +0.0 elsewhere (as `select_kernel` does for
+    two arrays, with y = 0 the xors drop out)."""
+    bits = _INT_OF_SIZE.get(dout.dtype.itemsize) if dout.dtype.kind == "f" else None
+    mask = np.greater(x, 0)
+    if bits is None or type(dout) is not np.ndarray or type(mask) is not np.ndarray or dout.shape != mask.shape:
+        return np.where(mask, dout, dout.dtype.type(0))
+    m = mask.view(np.int8).astype(bits)         # 0 / 1
+    np.negative(m, out=m)                       # 0 / all ones
+    return np.bitwise_and(dout.view(bits), m, out=m).view(dout.dtype)
+
+
+def _relu_grad_bprop(inputs, out, dout):
+    """relu_grad is linear in dout with a mask that is constant almost everywhere in x: d dout =
+    relu_grad(x, a), d x = 0."""
+    x, _ = inputs
+    return None, _relu_grad(x, dout)
+
+
+_relu_grad = defprim("relu_grad", _relu_grad_infer, _relu_grad_kernel, _relu_grad_bprop,
+                     doc="relu's backward: dout where x > 0, else 0", cost=costs.per_output_element(1))
 
 
 _relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)",
@@ -395,6 +442,7 @@ def softplus(input, beta=1, threshold=20):
 # gelu
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_LOG_INV_SQRT_2PI = math.log(_INV_SQRT_2PI)
 _GELU_CUBIC = 0.044715
 
 
@@ -404,12 +452,83 @@ def _gelu_infer(x, approximate="none"):
     return AbstractTensor(x.shape, x.dtype)
 
 
+# The exact GELU x Phi(x) is written  relu(x) - |x| Phi(-|x|):  for x >= 0 that is x - x (1 - Phi(x)),
+# for x < 0 it is x Phi(x), and Phi(-|x|) = 0.5 erfc(|x| / sqrt 2) is never near 1, so neither branch
+# cancels (1 + erf(x / sqrt 2) would round to 0 in the far-negative tail). |x| is capped at 40, where
+# Phi(-|x|) is 0 in float64: gelu(+inf) = +inf and gelu(-inf) = 0 instead of -inf * 0 = NaN.
+_GELU_CAP = 40.0
+
+
+def _gelu_erf_reference(x):
+    """The plain exact GELU: relu(x) - |x| Phi(-|x|) with scipy's erfc, in float64, rounded once to
+    x's dtype. The kernel of float64 inputs and of small float32 ones, and the reference the fast
+    float32 path is tested against (tests/ops/test_fast_activation.py)."""
+    d = x.astype(np.float64, copy=False)
+    a = np.minimum(np.abs(d), _GELU_CAP)
+    r = np.maximum(d, 0.0) - a * (0.5 * scipy.special.erfc(a * math.sqrt(0.5)))
+    return r.astype(x.dtype, copy=False)
+
+
+# The fast float32 path. scipy's erfc is a scalar (cephes) loop, ~10x slower than NumPy's SIMD
+# ufuncs on activation-sized arrays, and NumPy has no erf of its own. So Phi(-a) (a = |x| >= 0) is
+#     Phi(-a) = exp(-a^2 / 2) * P(a) / Q(a),   P of degree 4, Q of degree 5 (monic),
+# a rational fit of 0.5 erfcx(a / sqrt 2) with relative error <= 5.2e-9 on [0, 13.5] (beyond, the
+# result is below float32's smallest normal; P/Q ~ 0.39895 / a there, the true asymptote
+# 1 / (a sqrt(2 pi))). All coefficients are positive, so Horner's rule is stable. It is evaluated in
+# float64 - a^2 is then exact and exp(-a^2/2) accurate; in float32 the rounding of a^2 alone costs
+# ~a^2/2 ulp and Horner's roundings ~4 ulp - and rounded to float32 once: within 1 ulp of the
+# float64 reference. The work goes in blocks of _GELU_BLOCK elements through preallocated buffers:
+# a block's float64 temporaries stay in the L2 cache, and no pass allocates (fresh megabyte-sized
+# temporaries cost more in page faults than the arithmetic).
+_GELU_P = (49.411225388039085, 43.10122450499333, 17.950793957758684, 3.962616590024569, 0.39894775240130886)
+_GELU_Q = (98.82245027115468, 165.051392683293, 118.18190175712664, 45.97991496474657, 9.933519107557414)
+_GELU_BLOCK = 16384
+_GELU_FAST_MIN_SIZE = 2048      # below this the reference (one scipy call) is as fast
+
+
+def _gelu_erf_f32(x):
+    """The exact GELU of a float32 array, as _gelu_erf_reference computes it (to 1 ulp), about twice
+    as fast (27 NumPy passes over each block; half of them float64 multiplies)."""
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, np.float32)
+    n = min(flat.size, _GELU_BLOCK)
+    a_buf, e_buf, p_buf, q_buf = (np.empty(n, np.float64) for _ in range(4))
+    r_buf = np.empty(n, np.float32)
+    for i in range(0, flat.size, _GELU_BLOCK):
+        xs = flat[i:i + _GELU_BLOCK]
+        m = xs.size
+        a, e, p, q = a_buf[:m], e_buf[:m], p_buf[:m], q_buf[:m]
+        np.abs(xs, out=a)
+        np.minimum(a, _GELU_CAP, out=a)                 # (NaN stays NaN)
+        np.square(a, out=e)
+        e *= -0.5
+        np.exp(e, out=e)                                # exp(-a^2 / 2)
+        np.multiply(a, _GELU_P[4], out=p)               # P(a)
+        for c in _GELU_P[3:0:-1]:
+            p += c
+            p *= a
+        p += _GELU_P[0]
+        np.add(a, _GELU_Q[4], out=q)                    # Q(a), monic
+        for c in _GELU_Q[3::-1]:
+            q *= a
+            q += c
+        p *= e
+        p /= q                                          # Phi(-a)
+        p *= a                                          # |x| Phi(-|x|) <= relu(x) / 2 where x >= 0, so
+        o = out[i:i + m]                                # rounding it to float32 before the subtraction
+        np.copyto(r_buf[:m], p, casting="same_kind")    # keeps the result within 1 ulp
+        np.maximum(xs, 0.0, out=o)                      # relu(x), in float32
+        o -= r_buf[:m]
+    return out.reshape(x.shape)
+
+
 def _gelu_kernel(a, approximate="none"):
     x = upcast_half(a)
     if approximate == "tanh":
         return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
-    # x * Phi(x); erfc keeps the far-negative tail accurate (1 + erf would cancel to 0)
-    return 0.5 * x * scipy.special.erfc(-x / math.sqrt(2.0))
+    if x.dtype == np.float32 and x.size >= _GELU_FAST_MIN_SIZE:
+        return _gelu_erf_f32(x)
+    return _gelu_erf_reference(x)
 
 
 def _gelu_bprop(inputs, out, dout, approximate="none"):
@@ -421,31 +540,116 @@ def _gelu_bprop(inputs, out, dout, approximate="none"):
         # d/dx 0.5 x (1 + tanh u) = 0.5 (1 + t) + 0.5 x (1 - t^2) u'
         d = add(mul(add(1.0, t), 0.5), mul(mul(mul(x, sub(1.0, square(t))), du), 0.5))
         return (mul(dout, d),)
-    # d/dx x Phi(x) = Phi(x) + x phi(x)
-    cdf = mul(add(1.0, erf(mul(x, 1.0 / math.sqrt(2.0)))), 0.5)
-    pdf = mul(exp(mul(square(x), -0.5)), _INV_SQRT_2PI)
-    return (mul(dout, add(cdf, mul(x, pdf))),)
+    # d/dx x Phi(x) = Phi(x) + x phi(x): one fused primitive instead of ~10 eager ops
+    return (_gelu_grad(x, out, dout),)
 
 
 def _gelu_c(a, t, at, raw):
-    """The same formulas, in the same evaluation order, as _gelu_kernel."""
+    """The same formulas as _gelu_kernel: tanh's in the same evaluation order; the exact one as
+    _gelu_erf_reference, in the output type with libm's erfc (in float32 that rounds |x| / sqrt 2,
+    a few ulp in the negative tail; computing in double would stop the loop vectorizing)."""
     x = a[0]
     if at.get("approximate", "none") == "tanh":
         # 0.5 * x * (1.0 + tanh(sqrt(2/pi) * (x + 0.044715 * x * x * x)))
         inner = f"({t.lit(math.sqrt(2.0 / math.pi))} * ({x} + ((({t.lit(0.044715)} * {x}) * {x}) * {x})))"
         return f"(({t.lit(0.5)} * {x}) * ({t.lit(1.0)} + {t.fn('tanh')}({inner})))"
-    # 0.5 * x * erfc(-x / sqrt(2))
-    return f"(({t.lit(0.5)} * {x}) * {t.fn('erfc')}((-{x}) / {t.lit(math.sqrt(2.0))}))"
+    # relu(x) - a * (0.5 * erfc(a * sqrt(0.5))),  a = min(|x|, 40)
+    ab = c_expr.nan_min(f"{t.fn('fabs')}({x})", t.lit(_GELU_CAP))
+    cdf = f"({t.lit(0.5)} * {t.fn('erfc')}({ab} * {t.lit(math.sqrt(0.5))}))"
+    return f"({c_expr.nan_max(x, t.lit(0.0))} - ({ab} * {cdf}))"
 
 
 _gelu = defprim("gelu", _gelu_infer, _gelu_kernel, _gelu_bprop, doc="Gaussian error linear unit",
                 fusion=c_expr.rule(_gelu_c), cost=costs.per_output_element(8))
 
 
+def _gelu_grad_infer(x, y, dout):
+    for name, v in (("x", x), ("y", y), ("dout", dout)):
+        C.floating("gelu_grad", name, v)
+        if tuple(v.shape) != tuple(x.shape):
+            raise C.OpValueError("gelu_grad", f"'{name}' of x's shape {tuple(x.shape)}", f"shape {tuple(v.shape)}")
+    return AbstractTensor(x.shape, mstype.promote(x.dtype, dout.dtype))
+
+
+def _gelu_grad_reference(x, dout):
+    """The plain backward: dout * (Phi(x) + x phi(x)), Phi through scipy's erfc, in float64."""
+    d = x.astype(np.float64)
+    pdf = np.exp(-0.5 * d * d) * _INV_SQRT_2PI
+    return dout * (0.5 * scipy.special.erfc(-d * math.sqrt(0.5)) + d * pdf)
+
+
+def _gelu_grad_kernel(x, y, dout):
+    """dout * gelu'(x) = dout * (Phi(x) + x phi(x)), from x and the forward's output y = x Phi(x).
+
+    Phi(x) = y / x is recovered from y instead of computed again (the forward's rational
+    approximation would double the work); where |x| <= 1e-15 (float32; 1e-100 float64) Phi(x) is
+    0.5 to the dtype's precision. x is clamped to +-40 - Phi and x phi(x) are constant to the last bit
+    beyond - so +-inf give the limits 1 and 0 rather than inf/inf and inf * 0. In blocks with
+    preallocated buffers, as the forward."""
+    x, y, g = upcast_half(x), upcast_half(y), upcast_half(dout)
+    wt = np.result_type(x, g)
+    tiny = 1e-30 if wt == np.float32 else 1e-200      # (of x^2)
+    fx, fy, fg = (np.ascontiguousarray(v).reshape(-1) for v in (x, y, g))
+    out = np.empty(fx.shape, wt)
+    n = min(fx.size, _GELU_BLOCK)
+    xc_buf, s_buf, c_buf = (np.empty(n, wt) for _ in range(3))
+    ok_buf = np.empty(n, bool)
+    for i in range(0, fx.size, _GELU_BLOCK):
+        xs, ys = fx[i:i + _GELU_BLOCK], fy[i:i + _GELU_BLOCK]
+        m = xs.size
+        xc, s, cdf, ok = xc_buf[:m], s_buf[:m], c_buf[:m], ok_buf[:m]
+        np.maximum(xs, -_GELU_CAP, out=xc)              # (np.clip: the same, with Python overhead)
+        np.minimum(xc, _GELU_CAP, out=xc)
+        np.multiply(xc, xc, out=s)
+        np.greater(s, tiny, out=ok)
+        s *= -0.5
+        s += _LOG_INV_SQRT_2PI
+        np.exp(s, out=s)
+        s *= xc                                         # x phi(x)
+        np.minimum(ys, _GELU_CAP, out=cdf)              # y's value where x is clamped (gelu(x) = x there)
+        np.divide(cdf, xc, out=cdf, where=ok)           # Phi(x) = y / x ...
+        np.copyto(cdf, 0.5, where=~ok)                  # ... and 0.5 at x ~ 0 (NaN x: 0.5 + NaN)
+        cdf += s
+        np.multiply(cdf, fg[i:i + m], out=out[i:i + m])
+    return out.reshape(x.shape)
+
+
+def _gelu_grad_bprop(inputs, out, dout):
+    """Backward of the fused backward (grad-of-grad), in ops. z = g gelu'(x), gelu''(x) = phi(x) (2 - x^2),
+    so for a cotangent a:  d x = a g phi(x) (2 - x^2)  and  d g = a gelu'(x) = gelu_grad(x, y, a).
+    y stands for gelu(x) (the kernel reads Phi from it), not an independent input: no gradient."""
+    x, y, g = inputs
+    a = dout
+    gx = gg = None
+    if wants_grad(inputs, 0):
+        x2 = square(x)
+        pdf = mul(exp(mul(x2, -0.5)), _INV_SQRT_2PI)
+        gx = mul(mul(a, g), mul(pdf, sub(2.0, x2)))
+    if wants_grad(inputs, 2):
+        gg = _gelu_grad(x, y, a)
+    return gx, None, gg
+
+
+def _gelu_grad_c(a, t, at, raw):
+    """dout * (0.5 erfc(-x / sqrt 2) + xc phi(xc)), xc = x clamped to +-40: Phi from libm's erfc
+    rather than from y (the kernel's y / x); the two agree to a few ulp."""
+    x, g = a[0], a[2]
+    xc = c_expr.nan_max(c_expr.nan_min(x, t.lit(_GELU_CAP)), t.lit(-_GELU_CAP))
+    cdf = f"({t.lit(0.5)} * {t.fn('erfc')}((-{x}) * {t.lit(math.sqrt(0.5))}))"
+    xpdf = f"({xc} * {t.fn('exp')}(((({xc} * {xc}) * {t.lit(-0.5)}) + {t.lit(_LOG_INV_SQRT_2PI)})))"
+    return f"(({cdf} + {xpdf}) * {g})"
+
+
+_gelu_grad = defprim("gelu_grad", _gelu_grad_infer, _gelu_grad_kernel, _gelu_grad_bprop,
+                     doc="fused backward of the exact gelu: dout * (Phi(x) + x phi(x)), from x and y = gelu(x)",
+                     fusion=c_expr.rule(_gelu_grad_c, uses=(0, 2)), cost=costs.per_output_element(8))
+
+
 def gelu(input, approximate="none"):
     """`ops.gelu(input, approximate='none')`.
 
-    'none': x * Phi(x) with Phi the standard normal CDF (computed through erfc).
+    'none': x * Phi(x) with Phi the standard normal CDF (to 1 ulp in float32, through a fast
+    rational approximation of erfc; scipy's erfc for float64).
     'tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the BERT/GPT-2 approximation."""
     return _gelu(input, approximate=approximate)
 
