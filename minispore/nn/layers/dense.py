@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...common import dtype as mstype
 from ...common.errors import OpTypeError, OpValueError
 from ...common.initializer import HeUniform, Uniform, initializer
@@ -57,10 +59,19 @@ class Dense(Cell):
             raise OpValueError("Dense", f"the input's last dimension to equal in_channels ({self.in_channels})",
                                f"shape {tuple(shape)}")
         if len(shape) != 2:
-            x = F.reshape(x, (-1, shape[-1]))       # one 2-D matmul, not a batch of them
-        y = F.matmul(x, F.transpose(self.weight, (1, 0)))
-        if self.has_bias:
-            y = y + self.bias
+            x = F.reshape(x, (-1, shape[-1]))       # one 2-D GEMM, not a batch of them
+        w, b = self.weight, self.bias
+        if type(x._data) is np.ndarray and x.dtype is w.dtype and (b is None or b.dtype is w.dtype):
+            # PyNative: one primitive - the GEMM with the bias added into its output, and a backward
+            # of two GEMMs and one reduction (one dispatch and one (rows, out) array fewer each way)
+            y = F.dense(x, w, b)
+        else:
+            # the plain version (same values): what graph capture records, so that jit_level O1
+            # fuses the bias add into the elementwise op that follows (a GEMM epilogue), and what
+            # mixed dtypes need (matmul promotes them; dense takes one dtype)
+            y = F.matmul(x, F.transpose(w, (1, 0)))
+            if self.has_bias:
+                y = y + b
         if self.activation_flag:
             y = self.activation(y)
         if len(shape) != 2:

@@ -17,13 +17,19 @@ import numbers
 import numpy as np
 
 from ...common import dtype as mstype
-from ...common.tensor import Tensor
+from ...common.grad_state import wants_grad
+from ...common.tensor import Parameter, Tensor
 from .. import _check as C
+from .. import costs
 from ..primitive import AbstractTensor, defprim
 from .elementwise import add, mul, sum_to
-from .linalg import _matmul_kernel, bmm, matmul, swap_last
+from .linalg import _matmul, _matmul_into, _matmul_kernel, bmm, matmul, swap_last
 from .reduction import reduce_sum
 from .shape import reshape
+
+
+_CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
+_BY_NP = mstype._BY_NP
 
 
 def _numeric(op, arg, x):
@@ -153,6 +159,12 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 # ------------------------------------------------------------------------------------------------
 # dense: input @ weight.T + bias
 def _dense_infer(x, w, b=None):
+    if type(x) in _CONCRETE and type(w) in _CONCRETE and (b is None or type(b) in _CONCRETE):
+        # PyNative fast path (nn.Dense's case): a floating input, a 2-D weight and a 1-D bias of one dtype
+        xs, ws, dt = x._data.shape, w._data.shape, x._data.dtype
+        if (len(xs) >= 1 and len(ws) == 2 and xs[-1] == ws[1] and w._data.dtype is dt and dt.kind == "f"
+                and (b is None or (b._data.shape == ws[:1] and b._data.dtype is dt))):
+            return AbstractTensor(xs[:-1] + ws[:1], _BY_NP[dt])
     _numeric("dense", "input", x)
     _numeric("dense", "weight", w)
     _same_dtype("dense", x, w, ("input", "weight"))
@@ -171,25 +183,63 @@ def _dense_infer(x, w, b=None):
 
 
 def _dense_kernel(a, w, b=None):
-    y = _matmul_kernel(a, w.T) if w.ndim == 2 else _matmul_kernel(a, w)
-    return y if b is None else y + b
+    """input @ weight.T + bias. The plain version is `a @ w.T + b`; this one differs in two ways:
+
+    * `w.T` is a view, and BLAS reads a transposed operand in place (a GEMM's trans_b): no copy;
+    * the bias is added into the product's own fresh memory: one pass, and no second
+      (rows, out_features) array (a fresh array costs page faults, which on a small machine take
+      longer than the add).
+
+    The product runs through matmul's registered kernel (`_matmul.kernel`, looked up per call), so
+    whatever replaces matmul's kernel - a backend, a profiler counting FLOPs - applies here too."""
+    y = _matmul.kernel(a, w.T if w.ndim == 2 else w)
+    if b is None:
+        return y
+    if type(y) is np.ndarray and y.dtype == b.dtype:
+        y += b                                  # infer checked that b broadcasts to y's shape
+        return y
+    return y + b
+
+
+def _dense_into(out, a, w, b=None):
+    """The kernel writing into `out` (O2's planned buffer): the GEMM into it, then the bias in place."""
+    _matmul_into(out, a, w.T if w.ndim == 2 else w)
+    if b is not None:
+        np.add(out, b, out=out, casting="unsafe")
 
 
 def _dense_bprop(inputs, out, dout):
+    """dx = dout @ W, dW = dout^T @ x, db = dout summed over the rows.
+
+    Both products come out in their operand's own layout: dx as (..., in), dW as (out, in) like the
+    weight (so the optimizer reads a contiguous gradient), each one GEMM whose transposed operand
+    BLAS reads in place. A gradient the tape will not use (the data batch feeding the first layer)
+    is not computed (grad_state.wants_grad)."""
     x, w, b = inputs
     if len(w.shape) == 1:                        # y[...] = sum_k x[..., k] w[k]
         d = reshape(dout, tuple(dout.shape) + (1,))
         gx = mul(d, w)
         gw = reduce_sum(mul(d, x), tuple(range(len(x.shape) - 1)), keep_dims=False)
     else:
-        gx = matmul(dout, w)
-        d2 = reshape(dout, (-1, w.shape[0]))
-        gw = matmul(swap_last(d2), reshape(x, (-1, w.shape[1])))
-    gb = sum_to(dout, b.shape) if isinstance(b, Tensor) else None
+        gx = matmul(dout, w) if wants_grad(inputs, 0) else None
+        gw = None
+        if wants_grad(inputs, 1):
+            d2 = dout if len(dout.shape) == 2 else reshape(dout, (-1, w.shape[0]))
+            x2 = x if len(x.shape) == 2 else reshape(x, (-1, w.shape[1]))
+            gw = matmul(swap_last(d2), x2)
+    gb = sum_to(dout, b.shape) if isinstance(b, Tensor) and wants_grad(inputs, 2) else None
     return gx, gw, gb
 
 
-_dense = defprim("dense", _dense_infer, _dense_kernel, _dense_bprop, doc="input @ weight.T + bias")
+def _dense_flops(ins, outs, attrs):
+    """2 * M * N * K for the product, plus one add per output element for the bias."""
+    k = ins[0].shape[-1] if len(ins[0].shape) else 1
+    return {"flops": outs[0].size * (2 * k + (1 if len(ins) > 2 and ins[2] is not None else 0)),
+            "matmul_flops": 2 * outs[0].size * k}
+
+
+_dense = defprim("dense", _dense_infer, _dense_kernel, _dense_bprop, doc="input @ weight.T + bias",
+                 cost=costs.matrix_unit(_dense_flops, takes_transposed=True), into=_dense_into)
 
 
 def dense(input, weight, bias=None):

@@ -69,69 +69,117 @@ def _layer_norm_infer(x, weight, bias, normalized_shape, eps):
                              f"input shape {tuple(x.shape)}")
     _check_affine("layer_norm", "weight", weight, normalized_shape)
     _check_affine("layer_norm", "bias", bias, normalized_shape)
-    return AbstractTensor(x.shape, x.dtype)
+    stats = AbstractTensor(_stats_shape(x.shape, k), _rstd_dtype(x.dtype))
+    return AbstractTensor(x.shape, x.dtype), stats, stats
 
 
-def _layer_norm_stats(x2, eps):
-    """Row mean-centred values and reciprocal std of a (rows, n) array."""
-    n = max(x2.shape[1], 1)                     # n = 0 (an empty normalized shape): nothing to do
-    xc = x2 - (_row_sums(x2) / n)[:, None]
-    var = np.einsum("ij,ij->i", xc, xc)[:, None] / n
-    return xc, 1.0 / np.sqrt(var + eps)
+def _stats_shape(shape, k):
+    """Shape of the saved per-row mean / rstd: the normalized dims kept as size 1 (MindSpore's)."""
+    return tuple(shape[:len(shape) - k]) + (1,) * k
 
 
 def _layer_norm_kernel(x, weight, bias, normalized_shape, eps):
+    """(y, mean, rstd): y = (x - mean) * rstd * weight + bias per row; mean and rstd are saved for
+    the backward (which then need not recompute them).
+
+    Plain version: `mean = x.mean(-1, keepdims=True); rstd = 1 / sqrt(x.var(-1, keepdims=True) + eps);
+    y = (x - mean) * rstd * weight + bias`. This one: the mean as a matrix-vector product, the
+    variance of the centred values (two-pass: no E[x^2] - E[x]^2 cancellation) as one einsum, and
+    every elementwise step in place in the one fresh (rows, n) array."""
     k = len(normalized_shape)
     x2 = _rows(x, k).astype(compute_dtype(x), copy=False)
-    xc, rstd = _layer_norm_stats(x2, eps)
-    y = xc
-    y *= rstd                                   # xc is a fresh array: normalize in place
+    n = max(x2.shape[1], 1)                     # n = 0 (an empty normalized shape): nothing to do
+    mean = _row_sums(x2) / n
+    y = np.subtract(x2, mean[:, None])          # the one fresh array: centred, then normalized in place
+    rstd = 1.0 / np.sqrt(np.einsum("ij,ij->i", y, y) / n + eps)
+    y *= rstd[:, None]
     if weight is not None:
         y *= weight.reshape(-1)
     if bias is not None:
         y += bias.reshape(-1)
-    return y.reshape(x.shape)
+    sshape = _stats_shape(x.shape, k)
+    return y.reshape(x.shape), mean.reshape(sshape), rstd.reshape(sshape)
 
 
-def _layer_norm_grad_infer(dy, x, weight, normalized_shape, eps):
+def _layer_norm_grad_infer(dy, x, weight, mean=None, rstd=None, *, normalized_shape, eps):
     N.floating("layer_norm_grad", "dy", dy)
     if tuple(dy.shape) != tuple(x.shape):
         raise C.OpValueError("layer_norm_grad", f"'dy' of the input's shape {tuple(x.shape)}", f"{tuple(dy.shape)}")
-    _layer_norm_infer(x, weight, None, normalized_shape, eps)
+    _, stats, _ = _layer_norm_infer(x, weight, None, normalized_shape, eps)
+    if (mean is None) != (rstd is None):
+        raise C.OpValueError("layer_norm_grad", "both saved statistics 'mean' and 'rstd', or neither",
+                             f"mean={'None' if mean is None else 'a tensor'}, rstd={'None' if rstd is None else 'a tensor'}")
+    for arg, t in (("mean", mean), ("rstd", rstd)):
+        if t is not None:
+            N.floating("layer_norm_grad", arg, t)
+            if tuple(t.shape) != stats.shape:
+                raise C.OpValueError("layer_norm_grad", f"'{arg}' of shape {stats.shape}", f"shape {tuple(t.shape)}")
     wdt = weight.dtype if weight is not None else x.dtype
     return (AbstractTensor(x.shape, x.dtype), AbstractTensor(normalized_shape, wdt),
             AbstractTensor(normalized_shape, wdt))
 
 
-def _layer_norm_grad_kernel(dy, x, weight, normalized_shape, eps):
-    """dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * weight (per row).
+def _layer_norm_grad_reference(dy, x, weight, eps):
+    """The plain backward, for reading (and for the test that the fast kernel equals it); rows of
+    n = x.shape[-1] normalized elements, g = dy * weight:
 
-    Written to allocate only two (rows, n) arrays: fresh large arrays cost page faults, which on a
-    small machine take longer than the arithmetic."""
+        dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  dweight = sum_rows(dy * xhat),
+        dbias = sum_rows(dy)."""
+    mean = x.mean(-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(x.var(-1, keepdims=True) + eps)
+    xhat = (x - mean) * rstd
+    g = dy * weight if weight is not None else dy
+    dx = rstd * (g - g.mean(-1, keepdims=True) - xhat * (g * xhat).mean(-1, keepdims=True))
+    return dx, (dy * xhat).sum(0), dy.sum(0)
+
+
+def _layer_norm_grad_kernel(dy, x, weight, mean=None, rstd=None, *, normalized_shape, eps):
+    """`_layer_norm_grad_reference` rearranged so that every reduction is a matrix-vector product
+    and only two (rows, n) arrays are allocated (fresh large arrays cost page faults, which on a
+    small machine take longer than the arithmetic). With xc = x - mean (so xhat = rstd * xc) and
+    P = dy * xc:
+
+        dweight = rstd @ P,  dbias = 1 @ dy,  mean(g) = (dy @ w) / n,  mean(g * xhat) = rstd * (P @ w) / n,
+        dx = rstd * (dy * w - mean(g)) - xc * (rstd**3 * mean(g * xc)).
+
+    `mean` / `rstd` are the forward's saved statistics (None: computed here, as the op table's
+    direct calls do)."""
     k = len(normalized_shape)
     cdt = compute_dtype(x)
     x2 = _rows(x, k).astype(cdt, copy=False)
     dy2 = _rows(dy, k).astype(cdt, copy=False)
-    xc, rstd = _layer_norm_stats(x2, eps)
-    xhat = xc
-    xhat *= rstd
     n = max(x2.shape[1], 1)
-    dw = np.einsum("ij,ij->j", dy2, xhat)
-    db = np.ones(dy2.shape[0], dy2.dtype) @ dy2
-    g = dy2 * weight.reshape(-1) if weight is not None else dy2.copy()
-    m1 = (_row_sums(g) / n)[:, None]
-    m2 = np.einsum("ij,ij->i", g, xhat)[:, None] / n
-    xhat *= m2                                  # xhat is not needed any more: reuse its memory
-    dx = g
-    dx -= m1
-    dx -= xhat
-    dx *= rstd
+    if mean is None:
+        mu = _row_sums(x2) / n
+        xc = np.subtract(x2, mu[:, None])
+        r = 1.0 / np.sqrt(np.einsum("ij,ij->i", xc, xc) / n + eps)
+    else:
+        xc = np.subtract(x2, mean.reshape(-1, 1).astype(cdt, copy=False))
+        r = rstd.reshape(-1).astype(cdt, copy=False)
+    w = weight.reshape(-1).astype(cdt, copy=False) if weight is not None else None
+    p = np.multiply(dy2, xc)
+    dw = r @ p                                  # sum_rows(dy * xhat)
+    db = np.ones(dy2.shape[0], cdt) @ dy2       # sum_rows(dy)
+    m1 = (dy2 @ w if w is not None else _row_sums(dy2)) / n              # mean(g)
+    m2c = (p @ w if w is not None else _row_sums(p)) / n                 # mean(g * xc)
+    xc *= (r * r * r * m2c)[:, None]
+    dx = p                                      # p is not needed any more: its memory becomes g, then dx
+    if w is not None:
+        np.multiply(dy2, w, out=dx)
+    else:
+        np.copyto(dx, dy2)
+    dx -= m1[:, None]
+    dx *= r[:, None]
+    dx -= xc
     return dx.reshape(x.shape), dw.reshape(normalized_shape), db.reshape(normalized_shape)
 
 
 def _layer_norm_bprop(inputs, out, dout, normalized_shape, eps):
+    """The fused backward, handed the saved statistics. mean and rstd are saved values, not results:
+    `ops.layer_norm` returns y alone, so their cotangents are zero and are not propagated (as
+    MindSpore's LayerNorm bprop, which also reads only dout[0])."""
     x, weight, bias = inputs
-    dx, dw, db = _layer_norm_grad(dout, x, weight, normalized_shape=normalized_shape, eps=eps)
+    dx, dw, db = _layer_norm_grad(dout[0], x, weight, out[1], out[2], normalized_shape=normalized_shape, eps=eps)
     return dx, (dw if weight is not None else None), (db if bias is not None else None)
 
 
@@ -150,8 +198,8 @@ def _layer_norm_grad_bprop(inputs, out, dout, normalized_shape, eps):
     """
     from .elementwise import add, mul, rsqrt, sub
     from .reduction import mean, reduce_sum
-    dy, x, weight = inputs
-    a, ddw, ddb = dout
+    dy, x, weight = inputs[:3]                  # saved mean / rstd (inputs 3, 4) are functions of x:
+    a, ddw, ddb = dout                          # the rule below differentiates through them
     k = len(normalized_shape)
     axes = _norm_axes(len(x.shape), k)
     lead = tuple(range(len(x.shape) - k))
@@ -177,7 +225,7 @@ def _layer_norm_grad_bprop(inputs, out, dout, normalized_shape, eps):
     s = reduce_sum(mul(a, sub(sub(g, rmean(g)), mul(xhat, m2))), axes, True)
     c = sub(mul(ddw, dy), mul(rstd, add(mul(rmean(mul(a, xhat)), g), mul(m2, a))))
     d_x = sub(mul(rstd, proj(c)), mul(mul(s, mul(rstd, rstd)), mul(xhat, 1.0 / n)))
-    return d_dy, d_x, d_w
+    return (d_dy, d_x, d_w) + (None,) * (len(inputs) - 3)
 
 
 _layer_norm = defprim("layer_norm", _layer_norm_infer, _layer_norm_kernel, _layer_norm_bprop,
@@ -195,7 +243,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """
     shape = _normalized_shape_arg("layer_norm", normalized_shape)
     eps = C.float_attr("layer_norm", "eps", eps, lo=0.0)
-    return _layer_norm(input, weight, bias, normalized_shape=shape, eps=eps)
+    return _layer_norm(input, weight, bias, normalized_shape=shape, eps=eps)[0]
 
 
 # =================================================================================================
@@ -552,8 +600,36 @@ def _batch_norm_grad_infer(dy, x, weight, eps):
     return AbstractTensor(x.shape, x.dtype), AbstractTensor(c, wdt), AbstractTensor(c, wdt)
 
 
-def _batch_norm_grad_kernel(dy, x, weight, eps):
+def _batch_norm_grad_plain(dy, x, weight, eps):
+    """The reference: the shared normalize backward (xhat materialized, then the formula)."""
     return _normalize_grad_kernel(_bn_view(x.shape), dy, x, weight, eps)
+
+
+def _batch_norm_grad_fast(dy, x, weight, eps):
+    """Training-mode batch_norm backward on the (N, C, M) view, one output-sized buffer in all.
+
+    With xc = x - mean, rstd = 1 / sqrt(var + eps), n = N*M values per channel and the per-channel
+    sums db = sum(dy), s = sum(dy * xc) (einsum: no product temporary),
+        dweight = s * rstd,   dbias = db,
+        dx = weight * rstd * (dy - db / n - xc * rstd**2 * s / n)
+    (`_batch_norm_grad_plain`'s formula with xhat = xc * rstd folded into the per-channel
+    coefficients): xc is built in dx's memory and turned into dx in place, so xhat is never
+    formed. tests/ops/test_fast_conv_bn.py checks it against the plain kernel."""
+    v = _bn_view(x.shape)
+    cdt = compute_dtype(x)
+    xv = x.reshape(v.shape).astype(cdt, copy=False)
+    dyv = dy.reshape(v.shape).astype(cdt, copy=False)
+    n = v.count
+    dx = xv - _vsum(xv, v.axes) / n                     # xc, in the buffer that becomes dx
+    rstd = 1.0 / np.sqrt(_vsum(dx, v.axes, dx) / n + eps)
+    db = _vsum(dyv, v.axes)
+    s = _vsum(dyv, v.axes, dx)
+    scale = rstd if weight is None else rstd * weight.reshape(v.param_shape).astype(cdt, copy=False)
+    dx *= -(rstd * rstd * s / n)
+    dx += dyv
+    dx -= db / n
+    dx *= scale
+    return dx.reshape(x.shape), (s * rstd).reshape(-1), db.reshape(-1)
 
 
 def _batch_norm_bprop(inputs, out, dout, training, eps):
@@ -595,7 +671,7 @@ def _batch_norm_cost(ins, outs, attrs):
 
 _batch_norm = defprim("batch_norm", _batch_norm_infer, _batch_norm_kernel, _batch_norm_bprop, cost=_batch_norm_cost,
                       doc="per-channel normalization: batch statistics (training, also returned) or given ones")
-_batch_norm_grad = defprim("batch_norm_grad", _batch_norm_grad_infer, _batch_norm_grad_kernel,
+_batch_norm_grad = defprim("batch_norm_grad", _batch_norm_grad_infer, _batch_norm_grad_fast,
                            _batch_norm_grad_bprop, doc="fused backward of training-mode batch_norm: (dx, dw, db)")
 
 
