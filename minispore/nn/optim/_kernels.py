@@ -75,6 +75,23 @@ def _p(mod, a):
     return _native.ptr(mod, a)
 
 
+def _moments(mb, vb, gb, b1_, c1, b2_, c2, s1, vmax_b):
+    """Adam's moment updates of one block, in place: m = b1*m + c1*g, v = b2*v + c2*g*g (c1, c2 =
+    1 - b1, 1 - b2), then the running maximum of v when amsgrad keeps one (`vmax_b`). Returns the
+    block the denominator's square root is taken of. `s1` is scratch."""
+    mb *= b1_
+    np.multiply(gb, c1, out=s1)
+    mb += s1
+    vb *= b2_
+    np.multiply(gb, gb, out=s1)
+    s1 *= c2
+    vb += s1
+    if vmax_b is None:
+        return vb
+    np.maximum(vmax_b, vb, out=vmax_b)
+    return vmax_b
+
+
 def _blocks(n):
     """(start, stop) of each block of a flat array of n elements."""
     return [(i, min(i + BLOCK, n)) for i in range(0, n, BLOCK)]
@@ -115,18 +132,7 @@ def adam(w, m, v, g, *, b1, b2, eps, step_size, wd=0.0, nesterov=False, vhat=Non
             np.multiply(wb, wd_, out=s3)
             np.add(gb, s3, out=s3)
             gb = s3
-        mb *= b1_
-        np.multiply(gb, c1, out=s1)
-        mb += s1
-        vb *= b2_
-        np.multiply(gb, gb, out=s1)
-        s1 *= c2
-        vb += s1
-        if vhat is not None:
-            den = vhat[i:j]
-            np.maximum(den, vb, out=den)
-        else:
-            den = vb
+        den = _moments(mb, vb, gb, b1_, c1, b2_, c2, s1, None if vhat is None else vhat[i:j])
         if nesterov:
             np.multiply(mb, b1_, out=s2)
             np.multiply(gb, c1, out=s4)
@@ -232,18 +238,7 @@ def torch_adam(w, m, v, g, *, b1, b2, eps, lr, t, wd=0.0, decoupled=True, maximi
             np.multiply(wb, wd_, out=s1)
             np.add(gb, s1, out=s3)
             gb = s3
-        mb *= b1_
-        np.multiply(gb, c1, out=s1)
-        mb += s1
-        vb *= b2_
-        np.multiply(gb, gb, out=s1)
-        s1 *= c2
-        vb += s1
-        if vmax is not None:
-            den = vmax[i:j]
-            np.maximum(den, vb, out=den)
-        else:
-            den = vb
+        den = _moments(mb, vb, gb, b1_, c1, b2_, c2, s1, None if vmax is None else vmax[i:j])
         np.sqrt(den, out=s1)
         s1 /= bc2_sqrt
         s1 += eps_
