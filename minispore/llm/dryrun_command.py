@@ -3,6 +3,12 @@
     minispore dryrun --model llama-7b --batch 1 --seq 2048                  # forward, on this CPU
     minispore dryrun --model llama-7b --batch 1 --seq 2048 --train --device ascend910b --plot mem.png
     minispore dryrun --model llama-13b --seq 4096 --dtype bfloat16 --device h100 --json report.json
+    minispore dryrun --model llama-7b --dp 8 --tp 8 --zero level1 --dtype bfloat16   # a parallel strategy
+
+With any parallel flag (--dp, --tp, --pp, --world-size, --zero, --seq-parallel, ...) the command
+plans a distributed training step instead (minispore.llm.parallel_plan): per-rank memory of
+parameters, gradients, optimizer state and activations, and per-step communication by
+collective, from formulas - for any number of devices, in milliseconds, nothing is built.
 
 The model is built under `abstract_parameters()` (no weight memory), captured (forward, or
 forward + backward + AdamW with `--train`), planned and costed; the report goes to stdout.
@@ -19,6 +25,7 @@ the `dryrun` command runs.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -31,14 +38,17 @@ def add_dryrun_args(parser):
     from .config import PRESETS
     parser.add_argument("--model", default="llama-7b", choices=sorted(PRESETS),
                         help="LLaMA preset to analyse (default: llama-7b)")
-    parser.add_argument("--batch", type=int, default=1, help="batch size (default: 1)")
+    parser.add_argument("--batch", "--batch-size", dest="batch", type=int, default=1,
+                        help="batch size (default: 1); with a parallel strategy, the micro-batch size per "
+                             "data-parallel rank")
     parser.add_argument("--seq", type=int, default=None,
                         help="sequence length (default: the preset's max_seq_len)")
     parser.add_argument("--train", action="store_true",
                         help="a training step: forward + backward + AdamW (default: forward only)")
-    parser.add_argument("--device", default="cpu",
+    parser.add_argument("--device", default=None,
                         help=f"device profile: one of {', '.join(available_devices())} (default: cpu, "
-                             f"calibrated on this machine), or a JSON file of DeviceProfile fields")
+                             f"calibrated on this machine; h100 with a parallel strategy), or a JSON file "
+                             f"of DeviceProfile fields")
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
                         help="parameter and activation dtype (default: float32)")
     parser.add_argument("--plot", metavar="FILE", default=None, type=path_arg,
@@ -46,6 +56,120 @@ def add_dryrun_args(parser):
     parser.add_argument("--json", metavar="FILE", default=None, type=path_arg,
                         help="write the report as JSON (with one record per node: memory, FLOPs, time)")
     parser.add_argument("--top", type=int, default=15, help="rows of the per-op table (default: 15)")
+    add_parallel_args(parser)
+
+
+def add_parallel_args(parser):
+    """The strategy flags (MindFormers' parallel_config names in the help); any of them switches
+    the command to the analytic parallel plan."""
+    from .parallel_plan import ATTENTION_KINDS, OPTIMIZER_LEVELS, RECOMPUTE_MODES
+    g = parser.add_argument_group("parallel strategy (plan a distributed training step; see parallel_plan.py)")
+    g.add_argument("--dp", type=int, default=None, help="data_parallel (default: world size / (tp * pp), else 1)")
+    g.add_argument("--tp", type=int, default=None, help="model_parallel: tensor-parallel size (default: 1)")
+    g.add_argument("--pp", type=int, default=None, help="pipeline_stage: pipeline stages (default: 1)")
+    g.add_argument("--micro-batches", type=int, default=None, help="micro_batch_num per step (default: 1)")
+    g.add_argument("--world-size", type=int, default=None, help="devices; must equal dp * tp * pp")
+    g.add_argument("--seq-parallel", action="store_true", default=None,
+                   help="use_seq_parallel: norm/residual regions split along the sequence")
+    g.add_argument("--sp-keep-gathered", action="store_true", default=None,
+                   help="under --seq-parallel, keep the all-gathered GEMM inputs for backward (as an autodiff "
+                        "tape does) instead of re-gathering them (Megatron, the default)")
+    g.add_argument("--vocab-emb-dp", action=argparse.BooleanOptionalAction, default=None,
+                   help="vocab_emb_dp: embedding and head replicated over TP (default); "
+                        "--no-vocab-emb-dp: vocabulary-parallel embedding, head and cross-entropy")
+    g.add_argument("--zero", default=None, choices=OPTIMIZER_LEVELS,
+                   help="optimizer parallel level: level1 optimizer state, level2 + gradients, level3 + parameters")
+    g.add_argument("--zero-threshold", type=float, default=None,
+                   help="parallel_optimizer_threshold in KB: smaller parameters are not sharded (default: 64)")
+    g.add_argument("--recompute", default=None, choices=RECOMPUTE_MODES, help="activation recomputation (default: none)")
+    g.add_argument("--attention", default=None, choices=ATTENTION_KINDS,
+                   help="what the attention core saves for backward (default: naive)")
+    g.add_argument("--param-dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="stored weights (default: float32; 16-bit adds a float32 master copy to AdamW's state)")
+    g.add_argument("--grad-dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="gradients and their reductions (default: the parameter dtype)")
+    g.add_argument("--intra-bw", type=float, default=None, help="GB/s per device inside a node (default: 200)")
+    g.add_argument("--inter-bw", type=float, default=None, help="GB/s per device between nodes (default: 25)")
+    g.add_argument("--latency", type=float, default=None, help="microseconds per ring step (default: 10)")
+    g.add_argument("--devices-per-node", type=int, default=None, help="devices per node (default: 8)")
+
+
+_PARALLEL_FLAGS = ("dp", "tp", "pp", "micro_batches", "world_size", "seq_parallel", "sp_keep_gathered",
+                   "vocab_emb_dp", "zero",
+                   "zero_threshold", "recompute", "attention", "param_dtype", "grad_dtype", "intra_bw",
+                   "inter_bw", "latency", "devices_per_node")
+
+
+def wants_parallel_plan(args) -> bool:
+    return any(getattr(args, f, None) is not None for f in _PARALLEL_FLAGS)
+
+
+def _positive_flag(flag, v, allow_zero=False):
+    from ..common.errors import OpValueError
+    if v is not None and not (v > 0 or (allow_zero and v == 0)):
+        raise OpValueError("dryrun", f"{flag} {'>= 0' if allow_zero else '> 0'}", str(v))
+    return v
+
+
+def run_parallel_plan(args) -> int:
+    """`minispore dryrun` with a parallel strategy: the analytic plan of parallel_plan.py."""
+    import json
+    from ..common.errors import OpValueError
+    from .comm_cost import LinkModel
+    from .config import get_preset
+    from .parallel_plan import ParallelStrategy, Precision, plan_parallel
+
+    t0 = time.perf_counter()
+    if args.plot:
+        raise OpValueError("dryrun", "no --plot with a parallel strategy (there is no timeline: nothing is "
+                                     "captured)", f"--plot {args.plot}")
+    if args.json:
+        check_output_file(args.json, "--json")
+    if args.batch <= 0:
+        raise OpValueError("dryrun", "--batch >= 1", str(args.batch))
+    tp, pp = args.tp or 1, args.pp or 1
+    for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dp", args.dp), ("--micro-batches", args.micro_batches),
+                    ("--world-size", args.world_size), ("--devices-per-node", args.devices_per_node),
+                    ("--intra-bw", args.intra_bw), ("--inter-bw", args.inter_bw)):
+        _positive_flag(flag, v)
+    _positive_flag("--latency", args.latency, allow_zero=True)
+    if args.dp is None:
+        if args.world_size is None:
+            dp = 1
+        elif args.world_size % (tp * pp):
+            raise OpValueError("dryrun", f"--world-size divisible by --tp x --pp = {tp * pp} (to derive --dp)",
+                               f"--world-size {args.world_size}")
+        else:
+            dp = args.world_size // (tp * pp)
+    else:
+        dp = args.dp
+    strategy = ParallelStrategy(
+        data_parallel=dp, model_parallel=tp, pipeline_stage=pp, micro_batch_num=args.micro_batches or 1,
+        use_seq_parallel=bool(args.seq_parallel), vocab_emb_dp=args.vocab_emb_dp is not False,
+        optimizer_level=args.zero,
+        parallel_optimizer_threshold=64 if args.zero_threshold is None else args.zero_threshold,
+        recompute=args.recompute or "none", sp_regather=not args.sp_keep_gathered)
+    precision = Precision(compute_dtype=args.dtype, param_dtype=args.param_dtype or "float32",
+                          grad_dtype=args.grad_dtype)
+    d = LinkModel()
+    links = LinkModel(intra_node_bw=d.intra_node_bw if args.intra_bw is None else args.intra_bw * 1e9,
+                      inter_node_bw=d.inter_node_bw if args.inter_bw is None else args.inter_bw * 1e9,
+                      latency_s=d.latency_s if args.latency is None else args.latency * 1e-6,
+                      devices_per_node=args.devices_per_node or d.devices_per_node)
+    from ..graph.dryrun.devices import get_device, load_profile
+    device = load_profile(args.device) if args.device and os.path.isfile(args.device) else \
+        get_device(args.device or "h100")
+    cfg = get_preset(args.model).model
+    plan = plan_parallel(cfg, strategy, batch_size=args.batch, seq_len=args.seq, precision=precision,
+                         attention=args.attention or "naive", world_size=args.world_size, links=links,
+                         device=device, model=args.model)
+    print(plan.table())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(plan.to_dict(), f, indent=1)
+        print(f"plan written to {args.json}")
+    print(f"\nplanned in {time.perf_counter() - t0:.3f} s (formulas only: nothing was built or run)")
+    return 0
 
 
 def dryrun_host_bytes(cfg, dtype) -> int:
@@ -91,6 +215,8 @@ def _check_plotting(path) -> None:
 
 
 def run_dryrun(args) -> int:
+    if wants_parallel_plan(args):
+        return run_parallel_plan(args)
     from ..common import dtype as mstype
     from ..common.memory_limit import check_fits
     from ..common.errors import OpValueError
@@ -118,6 +244,7 @@ def run_dryrun(args) -> int:
         _check_plotting(args.plot)
     if args.json:
         check_output_file(args.json, "--json")
+    args.device = args.device or "cpu"
     device = load_profile(args.device) if os.path.isfile(args.device) else get_device(args.device)
     with abstract_parameters(dtype=None if dtype is mstype.float32 else dtype):
         model = Llama(cfg)
@@ -140,4 +267,5 @@ def run_dryrun(args) -> int:
     return 0
 
 
-__all__ = ["add_dryrun_args", "run_dryrun", "dryrun_host_bytes", "check_output_file"]
+__all__ = ["add_dryrun_args", "run_dryrun", "dryrun_host_bytes", "check_output_file", "add_parallel_args",
+           "run_parallel_plan", "wants_parallel_plan"]

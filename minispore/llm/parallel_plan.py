@@ -1,0 +1,764 @@
+"""DryRun for a parallel strategy: per-rank memory and per-step communication of a LLaMA training
+job on thousands of devices, computed from the config and the strategy alone (nothing runs).
+
+    from minispore.llm.config import get_preset
+    from minispore.llm.parallel_plan import ParallelStrategy, plan_parallel
+    plan = plan_parallel(get_preset("llama-7b").model,
+                         ParallelStrategy(data_parallel=8, model_parallel=8, optimizer_level="level1"),
+                         batch_size=1, seq_len=2048, compute_dtype="bfloat16")
+    print(plan.table())
+    plan.comm_bytes()            # {"AllReduce": {"calls", "payload_bytes", "sent_bytes", ...}, ...}
+
+    $ minispore dryrun --model llama-7b --dp 8 --tp 8 --zero level1 --dtype bfloat16
+
+The strategy follows MindSpore / MindFormers' names (`parallel_config`): `data_parallel` (dp),
+`model_parallel` (tp), `pipeline_stage` (pp) with `micro_batch_num`, `use_seq_parallel`,
+`vocab_emb_dp`, and optimizer parallel (`optimizer_level` level1/2/3 with
+`parallel_optimizer_threshold` in KB). Ranks are numbered Megatron's way, tensor parallel
+fastest: rank = tp_index + tp * (dp_index + dp * pp_index), so a TP group is `tp` consecutive
+ranks and a DP group spans `tp * dp` of them (which decides intra- vs inter-node links).
+
+Ranks in one pipeline stage are alike (same shards, same collectives), so the plan has one row
+per stage. What each number counts, per rank:
+
+**Parameters / gradients / optimizer state.** Every LLaMA weight is placed on its stage (the
+embedding on the first, the final norm and output head on the last, the layers split as evenly
+as possible, earlier stages taking the remainder) and sliced Megatron's way under tensor
+parallel: wq/wk/wv and w1/w3 column-parallel (their output dimension, i.e. heads and FFN
+columns, split), wo and w2 row-parallel (input dimension split), RMSNorm weights replicated; the
+embedding table and the head split along the vocabulary unless `vocab_emb_dp`. Bytes per
+element: the parameter dtype, the gradient dtype, and AdamW's state = two float32 moments plus
+a float32 master copy when the parameters are 16-bit (the ZeRO paper's K = 12; 8 with float32
+parameters). Optimizer parallel shards over the DP group, per parameter, along dimension 0 of
+its TP slice (as MindSpore does): level1 the optimizer state (ZeRO-1, P_os), level2 also the
+gradients (P_os+g), level3 also the parameters (P_os+g+p). A parameter is left whole when its
+slice is smaller than `parallel_optimizer_threshold` KB or its dimension 0 does not divide by dp.
+(MindSpore's own level1 also stores the weights sliced; here the levels are ZeRO's stages.)
+
+**Activations** (saved for backward, per micro-batch, per layer; Korthikanti et al. 2022,
+"Reducing Activation Recomputation in Large Transformer Models", §4, applied to the LLaMA
+block, counting what minispore's autodiff tape keeps - tests/llm/test_parallel_plan.py checks
+it against the tape of a captured training step): the two RMSNorm inputs and outputs (4 x sbh)
+and their float32 1/rms (2 x sb) - replicated across TP, split along the sequence under
+sequence parallel; q, k, v and the attention output (s*b*(2 q_dim + 2 kv_dim) / t); the four
+SwiGLU tensors of width ffn (w1 and w3 outputs, silu output, their product: 4 x sbf / t); and
+the attention core: for naive attention the softmax output a*s*s*b / t (plus the dropout mask
+and output when dropout > 0), with k and v kept repeated to every query head (GQA's
+repeat_kv copies, q_dim wide); for flash attention
+its output O and float32 log-sum-exp (a*s*b / t). Selective recompute drops the core (and
+keeps k, v unrepeated); full recompute keeps only the layer input (sbh, / t under SP).
+Stage i holds min(pp - i, micro_batch_num) micro-batches in flight (1F1B), so the first stage
+holds `L` layers' worth whatever pp is. Extra: int64 token ids on the first stage; on the last,
+the final norm's input, 1/rms and output, and the logits the cross-entropy keeps (in the
+compute dtype: its backward recomputes the softmax; split along the vocabulary, or along the
+sequence under SP; Megatron keeps float32 logits instead, 4sbV). `korthikanti_layer_bytes` is
+the paper's GPT formula itself (Table 2), for checking against its published numbers.
+
+**Communication**, each entry (group, collective, calls, payload) - see comm_cost.py for the
+payload convention and the ring formulas of bytes sent; X = b*s*h activation elements in the
+compute dtype, b the micro-batch size:
+
+* TP, per layer per micro-batch: without SP, an AllReduce of X after the attention and after the
+  MLP in forward, and one at each block input in backward (Megatron's g and f: 4), +2 forward
+  ones with full recompute. With SP: forward AllGather X before the QKV and before the w1/w3
+  GEMMs and ReduceScatter X after wo and w2; backward the conjugates (2 ReduceScatter + 2
+  AllGather) plus 2 AllGather re-gathering the sequence-split input for the weight gradients
+  (Megatron stores only the shard: that is what makes the SP activation formula hold;
+  Korthikanti's "4 all-gathers + 4 reduce-scatters" leaves these two out; `sp_regather=False`
+  keeps the gathered norm outputs instead, as an autodiff tape does: 4 + 4, and those two
+  tensors at full sequence length); full recompute repeats the forward ones.
+* Vocabulary parallel (`vocab_emb_dp=False`): embedding output AllReduce X (ReduceScatter X
+  under SP); head input backward AllReduce X (SP: AllGather X forward, ReduceScatter X + the
+  re-gather backward); vocab-parallel cross-entropy: 3 AllReduce of b*s float32 (max, sum of
+  exponentials, target logit). Replicated embedding/head with SP: each rank sees s/t tokens, so
+  their gradients are partial sums, AllReduced over TP once per step; likewise the RMSNorm
+  weights under SP.
+* DP, once per step (grad dtype): AllReduce of every gradient; with optimizer parallel, for
+  sharded parameters, ReduceScatter of the gradient and AllGather of the updated parameter
+  (param dtype) - level2 and level3 reduce-scatter after every micro-batch (the gradient shard
+  is the only gradient buffer), level3 AllGathers the parameter before its forward and again
+  before its backward, in every micro-batch, and needs no gather after the update. Calls are
+  counted one per parameter (no bucketing; payload totals do not depend on it).
+* PP, per micro-batch: Send of the activation to the next stage and of its gradient to the
+  previous one (Receive at the other end), X / t under SP; with tied embeddings on pp > 1, an
+  AllReduce of the embedding gradient between the first and the last stage.
+
+**Time**: compute = matmul FLOPs (fwd 2 per MAC, bwd twice that, + the recomputed forward) at the
+device's matmul peak for the compute dtype (a lower bound); pipeline bubble = (pp - 1) /
+micro_batch_num of it (Narayanan et al. 2021, §2.2); communication from comm_cost.LinkModel
+(alpha-beta, ring), with NO overlap assumed (an upper bound on what is exposed).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+from ..common.errors import OpTypeError, OpValueError
+from .comm_cost import COLLECTIVES, LinkModel, ring_received_bytes, ring_sent_bytes
+from .config import LlamaConfig
+
+OPTIMIZER_LEVELS = ("level1", "level2", "level3")
+RECOMPUTE_MODES = ("none", "selective", "full")
+ATTENTION_KINDS = ("naive", "flash")
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+_FLAGS = {"data_parallel": "--dp", "model_parallel": "--tp", "pipeline_stage": "--pp",
+          "micro_batch_num": "--micro-batches", "use_seq_parallel": "--seq-parallel",
+          "vocab_emb_dp": "--vocab-emb-dp", "optimizer_level": "--zero",
+          "parallel_optimizer_threshold": "--zero-threshold", "recompute": "--recompute",
+          "world_size": "--world-size", "batch_size": "--batch", "seq_len": "--seq",
+          "sp_regather": "--sp-keep-gathered",
+          "attention": "--attention"}
+_OP = "parallel_plan"
+
+
+def _name(field_name: str) -> str:
+    """'model_parallel (--tp)': the library's name and the command line's, so one message serves both."""
+    flag = _FLAGS.get(field_name)
+    return f"{field_name} ({flag})" if flag else field_name
+
+
+def _positive(field_name, v) -> int:
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+        raise OpValueError(_OP, f"{_name(field_name)} as an int >= 1", repr(v))
+    return int(v)
+
+
+# ------------------------------------------------------------------------------------------------
+# the strategy and the numerics
+@dataclass(frozen=True)
+class ParallelStrategy:
+    """A MindFormers-style `parallel_config` plus optimizer parallel and recomputation."""
+
+    data_parallel: int = 1
+    model_parallel: int = 1
+    pipeline_stage: int = 1
+    micro_batch_num: int = 1
+    use_seq_parallel: bool = False
+    vocab_emb_dp: bool = True
+    optimizer_level: str | None = None          # None (off), "level1", "level2", "level3"
+    parallel_optimizer_threshold: float = 64    # KB: smaller parameters are not sharded
+    recompute: str = "none"                     # "none", "selective", "full"
+    # under SP, what the backward of a GEMM fed by an all-gather uses: True (Megatron) keeps
+    # only the sequence shard and all-gathers it again; False keeps the gathered tensor (what an
+    # autodiff tape does: more memory, two fewer all-gathers per layer)
+    sp_regather: bool = True
+
+    def __post_init__(self):
+        for f in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num"):
+            object.__setattr__(self, f, _positive(f, getattr(self, f)))
+        for f in ("use_seq_parallel", "vocab_emb_dp", "sp_regather"):
+            if not isinstance(getattr(self, f), bool):
+                raise OpTypeError(_OP, f"{_name(f)} as True or False", repr(getattr(self, f)))
+        if self.optimizer_level not in (None,) + OPTIMIZER_LEVELS:
+            raise OpValueError(_OP, f"{_name('optimizer_level')} among {OPTIMIZER_LEVELS} (or None: off)",
+                               repr(self.optimizer_level))
+        th = self.parallel_optimizer_threshold
+        if not isinstance(th, numbers.Real) or isinstance(th, bool) or not 0 <= th < math.inf:
+            raise OpValueError(_OP, f"{_name('parallel_optimizer_threshold')} as a number of KB >= 0", repr(th))
+        if self.recompute not in RECOMPUTE_MODES:
+            raise OpValueError(_OP, f"{_name('recompute')} among {RECOMPUTE_MODES}", repr(self.recompute))
+
+    @classmethod
+    def from_auto_parallel_context(cls, model_parallel: int = 1, **parallel_config) -> "ParallelStrategy":
+        """The strategy `ms.set_auto_parallel_context(...)` describes: `device_num`,
+        `pipeline_stages` and optimizer parallel (`enable_parallel_optimizer` with
+        `parallel_optimizer_config`'s level and threshold) come from the context; the model-side
+        knobs MindFormers keeps in its `parallel_config` (model_parallel, micro_batch_num,
+        use_seq_parallel, vocab_emb_dp, recompute) are passed here. data_parallel is what is left:
+        device_num / (model_parallel * pipeline_stages)."""
+        from ..common.auto_parallel_context import get_auto_parallel_context as get
+        devices, pp = get("device_num"), get("pipeline_stages")
+        tp = _positive("model_parallel", model_parallel)
+        if devices % (tp * pp):
+            raise OpValueError(_OP, f"device_num divisible by {_name('model_parallel')} x pipeline_stages = {tp * pp}",
+                               f"device_num={devices}")
+        level = threshold = None
+        if get("enable_parallel_optimizer"):
+            config = get("parallel_optimizer_config") or {}
+            level = config.get("optimizer_level", "level1")
+            threshold = config.get("parallel_optimizer_threshold")
+        extra = {} if threshold is None else {"parallel_optimizer_threshold": threshold}
+        return cls(data_parallel=devices // (tp * pp), model_parallel=tp, pipeline_stage=pp,
+                   optimizer_level=level, **extra, **parallel_config)
+
+    @property
+    def world_size(self) -> int:
+        return self.data_parallel * self.model_parallel * self.pipeline_stage
+
+    @property
+    def zero_level(self) -> int:
+        """0 (off) .. 3."""
+        return 0 if self.optimizer_level is None else OPTIMIZER_LEVELS.index(self.optimizer_level) + 1
+
+    def describe(self) -> str:
+        s = f"dp={self.data_parallel} tp={self.model_parallel} pp={self.pipeline_stage}"
+        if self.pipeline_stage > 1 or self.micro_batch_num > 1:
+            s += f" micro_batch_num={self.micro_batch_num}"
+        if self.use_seq_parallel:
+            s += " seq_parallel" + ("" if self.sp_regather else "(keeps gathered)")
+        s += " vocab_emb_dp" if self.vocab_emb_dp else " vocab_parallel"
+        if self.optimizer_level:
+            s += f" optimizer_parallel={self.optimizer_level}(threshold {self.parallel_optimizer_threshold:g} KB)"
+        if self.recompute != "none":
+            s += f" recompute={self.recompute}"
+        return s
+
+
+def _dtype_name(what, v) -> str:
+    name = getattr(v, "name", v)           # a minispore DType or its name
+    name = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}.get(name, name)
+    if name not in _ITEMSIZE:
+        raise OpValueError(_OP, f"{what} among {sorted(_ITEMSIZE)}", repr(v))
+    return name
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of what a training rank stores.
+
+    * `compute_dtype`: activations and the TP/SP/PP messages.
+    * `param_dtype`: the weights the forward reads (and ZeRO gathers); `grad_dtype` (default:
+      the parameter dtype) the gradients and the DP reductions.
+    * `master_weights` (default: when the parameters are 16-bit): a float32 copy in the optimizer.
+      AdamW's two moments are float32. Conventions this reproduces: ZeRO's mixed precision
+      (fp16 params, fp16 grads, master: 2 + 2 + 12 = 16 bytes/param), Megatron's (bf16 params,
+      fp32 grads: 18), MindFormers' (fp32 params and grads, bf16 compute: 4 + 4 + 8 = 16).
+    """
+
+    compute_dtype: str = "float32"
+    param_dtype: str = "float32"
+    grad_dtype: str | None = None
+    master_weights: bool | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "compute_dtype", _dtype_name("compute dtype (--dtype)", self.compute_dtype))
+        object.__setattr__(self, "param_dtype", _dtype_name("parameter dtype (--param-dtype)", self.param_dtype))
+        grad = self.param_dtype if self.grad_dtype is None else self.grad_dtype
+        object.__setattr__(self, "grad_dtype", _dtype_name("gradient dtype (--grad-dtype)", grad))
+        if self.master_weights is None:
+            object.__setattr__(self, "master_weights", _ITEMSIZE[self.param_dtype] < 4)
+        elif not isinstance(self.master_weights, bool):
+            raise OpTypeError(_OP, "master_weights as True, False or None", repr(self.master_weights))
+
+    @property
+    def act_bytes(self) -> int:
+        return _ITEMSIZE[self.compute_dtype]
+
+    @property
+    def param_bytes(self) -> int:
+        return _ITEMSIZE[self.param_dtype]
+
+    @property
+    def grad_bytes(self) -> int:
+        return _ITEMSIZE[self.grad_dtype]
+
+    @property
+    def optimizer_bytes(self) -> int:
+        """AdamW per parameter: m and v in float32, plus the float32 master copy if any."""
+        return 8 + (4 if self.master_weights else 0)
+
+
+# ------------------------------------------------------------------------------------------------
+# parameters and their shards
+@dataclass(frozen=True)
+class ParamSpec:
+    """One weight: global shape (MindSpore's (out, in) for Dense), the axis tensor parallel splits
+    (None: replicated), the pipeline stage holding it."""
+
+    name: str
+    shape: tuple
+    tp_axis: int | None
+    stage: int
+
+    def local_shape(self, tp: int) -> tuple:
+        if self.tp_axis is None or tp == 1:
+            return self.shape
+        s = list(self.shape)
+        s[self.tp_axis] //= tp
+        return tuple(s)
+
+
+def stage_layer_counts(n_layers: int, pp: int) -> list:
+    """Layers per pipeline stage, as even as possible, earlier stages taking the remainder."""
+    return [n_layers // pp + (1 if i < n_layers % pp else 0) for i in range(pp)]
+
+
+def llama_parameters(cfg: LlamaConfig, strategy: ParallelStrategy) -> list:
+    """Every weight of `Llama(cfg)` with its TP split axis and its pipeline stage."""
+    h, f = cfg.dim, cfg.hidden_dim
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    pp = strategy.pipeline_stage
+    vocab_axis = None if strategy.vocab_emb_dp else 0
+    params = [ParamSpec("tok_embeddings.embedding_table", (cfg.vocab_size, h), vocab_axis, 0)]
+    layer = 0
+    for stage, count in enumerate(stage_layer_counts(cfg.n_layers, pp)):
+        for _ in range(count):
+            p = f"layers.{layer}."
+            params += [ParamSpec(p + "attention_norm.weight", (h,), None, stage),
+                       ParamSpec(p + "attention.wq.weight", (q, h), 0, stage),
+                       ParamSpec(p + "attention.wk.weight", (kv, h), 0, stage),
+                       ParamSpec(p + "attention.wv.weight", (kv, h), 0, stage),
+                       ParamSpec(p + "attention.wo.weight", (h, q), 1, stage),
+                       ParamSpec(p + "ffn_norm.weight", (h,), None, stage),
+                       ParamSpec(p + "feed_forward.w1.weight", (f, h), 0, stage),
+                       ParamSpec(p + "feed_forward.w2.weight", (h, f), 1, stage),
+                       ParamSpec(p + "feed_forward.w3.weight", (f, h), 0, stage)]
+            layer += 1
+    params.append(ParamSpec("norm.weight", (h,), None, pp - 1))
+    if not cfg.tie_embeddings:
+        params.append(ParamSpec("output.weight", (cfg.vocab_size, h), vocab_axis, pp - 1))
+    elif pp > 1:   # the last stage keeps its own copy of the tied table (Megatron's embedding group)
+        params.append(ParamSpec("tok_embeddings.embedding_table (tied copy)", (cfg.vocab_size, h), vocab_axis, pp - 1))
+    return params
+
+
+def zero_sharded(local_shape: tuple, itemsize: int, dp: int, level: int, threshold_kb: float) -> bool:
+    """Does optimizer parallel shard this parameter slice over the DP group? (MindSpore: along
+    dimension 0, only when it divides by dp, and only slices of at least the threshold.)"""
+    if level == 0 or dp == 1:
+        return False
+    nbytes = math.prod(local_shape) * itemsize
+    return nbytes >= threshold_kb * 1024 and local_shape[0] % dp == 0
+
+
+def static_bytes(local_shapes, dp: int, level: int, precision: Precision, threshold_kb: float = 0) -> dict:
+    """{"parameters", "gradients", "optimizer"} bytes one rank stores for the parameter slices
+    `local_shapes` (after TP), with ZeRO `level` (0-3) over `dp` ranks."""
+    out = {"parameters": 0, "gradients": 0, "optimizer": 0}
+    for shape in local_shapes:
+        n = math.prod(shape)
+        shard = n // dp if zero_sharded(shape, precision.param_bytes, dp, level, threshold_kb) else n
+        out["parameters"] += (shard if level >= 3 else n) * precision.param_bytes
+        out["gradients"] += (shard if level >= 2 else n) * precision.grad_bytes
+        out["optimizer"] += (shard if level >= 1 else n) * precision.optimizer_bytes
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# activations
+def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, seq_parallel: bool = False,
+                            recompute: str = "none") -> float:
+    """Korthikanti et al. 2022, Table 2: bytes one GPT layer keeps for backward per micro-batch
+    (16-bit activations, 1-byte dropout masks, GeLU MLP of 4h, no flash attention)."""
+    sbh, core = s * b * h, 5 * a * s * s * b
+    if recompute == "full":
+        return 2 * sbh
+    if recompute == "selective":
+        core = 0
+    if seq_parallel:
+        return (34 * sbh + core) / t
+    return 10 * sbh + 24 * sbh / t + core / t
+
+
+def _exact_div(num: int, den: int, what: str) -> int:
+    if num % den:
+        raise OpValueError(_OP, f"{what} divisible by {den}", str(num))
+    return num // den
+
+
+def llama_layer_activation_bytes(cfg: LlamaConfig, batch_size: int, seq_len: int, tp: int = 1,
+                                 seq_parallel: bool = False, recompute: str = "none", attention: str = "naive",
+                                 itemsize: int = 2, sp_regather: bool = True) -> int:
+    """Bytes one LLaMA block keeps for its backward pass, per micro-batch, on one TP rank (the
+    module docstring lists the tensors). `sp_regather=False`: under SP the two norm outputs are
+    kept all-gathered (full sequence) instead of as their shard."""
+    if recompute not in RECOMPUTE_MODES:
+        raise OpValueError(_OP, f"{_name('recompute')} among {RECOMPUTE_MODES}", repr(recompute))
+    if attention not in ATTENTION_KINDS:
+        raise OpValueError(_OP, f"{_name('attention')} among {ATTENTION_KINDS}", repr(attention))
+    b, s, t = batch_size, seq_len, tp
+    h, f, a = cfg.dim, cfg.hidden_dim, cfg.n_heads
+    q, kv = a * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    r = t if seq_parallel else 1                       # the replicated regions split along s under SP
+    tokens = b * s
+    if recompute == "full":
+        return _exact_div(tokens * h * itemsize, r, "the layer input")
+    drop = cfg.dropout > 0
+    # norm regions (replicated over TP, sequence-split under SP): the two RMSNorm inputs, their
+    # float32 1/rms per token, the two residual-dropout masks, and the two norm outputs
+    replicated = _exact_div(tokens * h * (2 * itemsize + (2 if drop else 0)) + 2 * tokens * 4, r, "the norm regions")
+    gathered = tokens * h * 2 * itemsize                # the two norm outputs, inputs of the QKV / w1,w3 GEMMs
+    replicated += _exact_div(gathered, r, "the norm regions") if sp_regather else gathered
+    # TP regions: q and k after RoPE, v, the attention output wo reads, the four SwiGLU tensors.
+    # The naive core multiplies with k and v repeated to every query head (repeat_kv), and those
+    # copies are what it keeps; selective recompute keeps the core's inputs (k, v unrepeated).
+    kv_kept = q if (attention == "naive" and recompute == "none") else kv
+    sharded = _exact_div(tokens * (2 * q + 2 * kv_kept + 4 * f) * itemsize, t, "the TP regions")
+    if recompute == "selective":
+        core = 0
+    elif attention == "flash":                          # its output O (wo reads a reshaped copy) and the lse
+        core = _exact_div(tokens * q * itemsize + a * s * b * 4, t, "the flash attention state")
+    else:
+        core = _exact_div(a * s * s * b * (itemsize + ((1 + itemsize) if drop else 0)), t, "the attention scores")
+    return replicated + sharded + core
+
+
+# ------------------------------------------------------------------------------------------------
+# the plan
+@dataclass
+class Collective:
+    """One kind of collective a rank issues per step: `calls` of them moving `payload_bytes` in
+    all (comm_cost's payload convention; calls on different parameters may differ in size)."""
+
+    group: str          # "tp", "dp", "pp", "embedding"
+    kind: str           # one of comm_cost.COLLECTIVES
+    calls: int
+    payload_bytes: int  # summed over the calls
+    purpose: str
+    n: int = 1          # ranks in the group
+    span: int = 1       # consecutive ranks the group spans (intra- or inter-node)
+
+    @property
+    def payload_per_call(self) -> float:
+        return self.payload_bytes / self.calls
+
+    @property
+    def sent_bytes(self) -> float:
+        return ring_sent_bytes(self.kind, self.payload_bytes, self.n)
+
+    @property
+    def received_bytes(self) -> float:
+        return ring_received_bytes(self.kind, self.payload_bytes, self.n)
+
+    def time(self, links: LinkModel) -> float:
+        return links.time(self.kind, self.payload_bytes, self.n, self.span, self.calls)
+
+
+@dataclass
+class StagePlan:
+    """What every rank of one pipeline stage stores and sends."""
+
+    stage: int
+    ranks: range
+    layers: int
+    in_flight: int
+    memory: dict                       # parameters, gradients, optimizer, activations (bytes)
+    collectives: list = field(default_factory=list)
+    flops: float = 0.0                 # matmul FLOPs per step
+    times: dict = field(default_factory=dict)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.memory.values())
+
+
+@dataclass
+class ParallelPlan:
+    """The result of `plan_parallel`: one StagePlan per pipeline stage, and the views on them
+    (`memory`, `comm_bytes`, `table`, `to_dict`)."""
+
+    model: str
+    cfg: LlamaConfig
+    strategy: ParallelStrategy
+    precision: Precision
+    batch_size: int
+    seq_len: int
+    attention: str
+    links: LinkModel
+    device: object
+    stages: list
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.strategy.data_parallel * self.strategy.micro_batch_num
+
+    def stage_of_rank(self, rank: int) -> StagePlan:
+        if not isinstance(rank, numbers.Integral) or not 0 <= rank < self.strategy.world_size:
+            raise OpValueError(_OP, f"a rank in [0, {self.strategy.world_size})", repr(rank))
+        return self.stages[rank // (self.strategy.data_parallel * self.strategy.model_parallel)]
+
+    def rank_coordinates(self, rank: int) -> dict:
+        """{'dp', 'tp', 'pp'} indices of a world rank (tensor parallel fastest)."""
+        self.stage_of_rank(rank)
+        t, d = self.strategy.model_parallel, self.strategy.data_parallel
+        return {"tp": rank % t, "dp": (rank // t) % d, "pp": rank // (t * d)}
+
+    def comm_bytes(self, stage: int = 0, by_group: bool = False) -> dict:
+        """The per-collective byte table of one rank of `stage` for one step, as plain dicts:
+        {collective: {"calls", "payload_bytes", "sent_bytes", "received_bytes"}} - or, with
+        `by_group`, {group: {collective: {...}}}. Payload and ring conventions: comm_cost.py."""
+        out: dict = {}
+        for c in self._stage(stage).collectives:
+            table = out.setdefault(c.group, {}) if by_group else out
+            row = table.setdefault(c.kind, {"calls": 0, "payload_bytes": 0, "sent_bytes": 0.0, "received_bytes": 0.0})
+            row["calls"] += c.calls
+            row["payload_bytes"] += c.payload_bytes
+            row["sent_bytes"] += c.sent_bytes
+            row["received_bytes"] += c.received_bytes
+        return out
+
+    def memory(self, stage: int = 0) -> dict:
+        """{"parameters", "gradients", "optimizer", "activations", "total"} bytes of one rank of `stage`."""
+        m = dict(self._stage(stage).memory)
+        m["total"] = sum(m.values())
+        return m
+
+    def _stage(self, stage) -> StagePlan:
+        if not isinstance(stage, numbers.Integral) or isinstance(stage, bool) or not 0 <= stage < len(self.stages):
+            raise OpValueError(_OP, f"a pipeline stage in [0, {len(self.stages)})", repr(stage))
+        return self.stages[stage]
+
+    def to_dict(self) -> dict:
+        s = self.strategy
+        return {
+            "model": self.model, "world_size": s.world_size, "strategy": {
+                k: getattr(s, k) for k in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num",
+                                           "use_seq_parallel", "vocab_emb_dp", "optimizer_level",
+                                           "parallel_optimizer_threshold", "recompute", "sp_regather")},
+            "precision": {"compute_dtype": self.precision.compute_dtype, "param_dtype": self.precision.param_dtype,
+                          "grad_dtype": self.precision.grad_dtype, "master_weights": self.precision.master_weights},
+            "batch_size": self.batch_size, "seq_len": self.seq_len, "global_batch": self.global_batch,
+            "attention": self.attention, "links": self.links.describe(),
+            "device": getattr(self.device, "name", None),
+            "stages": [{"stage": st.stage, "ranks": [st.ranks.start, st.ranks.stop - 1], "layers": st.layers,
+                        "in_flight_micro_batches": st.in_flight, "memory": self.memory(st.stage),
+                        "comm": self.comm_bytes(st.stage, by_group=True),
+                        "collectives": [{"group": c.group, "kind": c.kind, "calls": c.calls,
+                                         "payload_bytes": c.payload_bytes, "sent_bytes": c.sent_bytes, "n": c.n,
+                                         "time_s": c.time(self.links), "purpose": c.purpose}
+                                        for c in st.collectives],
+                        "flops": st.flops, "times": st.times} for st in self.stages],
+        }
+
+    def table(self) -> str:
+        """The per-rank report: memory per stage, then each stage's collectives."""
+        s = self.strategy
+        lines = [f"Parallel DryRun: {self.model}, {s.world_size:,} ranks ({s.describe()})",
+                 f"  micro-batch {self.batch_size} x seq {self.seq_len}, global batch {self.global_batch}; "
+                 f"compute {self.precision.compute_dtype}, params {self.precision.param_dtype}, "
+                 f"grads {self.precision.grad_dtype}, AdamW state {self.precision.optimizer_bytes} B/param"
+                 f"{' (fp32 master + m + v)' if self.precision.master_weights else ' (fp32 m + v)'}; "
+                 f"{self.attention} attention",
+                 "",
+                 "Memory per rank (GiB; one row per pipeline stage, its ranks are alike):",
+                 f"  {'stage':>5} {'ranks':>13} {'layers':>6} {'params':>9} {'grads':>9} {'optim':>9} "
+                 f"{'activ':>9} {'total':>9}"]
+        for st in self.stages:
+            m = st.memory
+            ranks = f"{st.ranks.start}-{st.ranks.stop - 1}"
+            lines.append(f"  {st.stage:>5} {ranks:>13} {st.layers:>6} " + " ".join(
+                f"{m[k] / 2**30:>9.2f}" for k in ("parameters", "gradients", "optimizer", "activations"))
+                + f" {st.total_bytes / 2**30:>9.2f}")
+        lines.append("  (stored state + activations saved for backward; temporaries, workspaces, ZeRO-3's gather "
+                     "buffers and fragmentation are not counted)")
+        for group in _alike(self.stages):
+            st = group[0]
+            which = f"stage {st.stage}" if len(group) == 1 else f"stages {st.stage}-{group[-1].stage}"
+            lines += ["", f"Communication per rank of {which}, one step (payload: tensor size per the op; "
+                          f"sent: ring algorithm):",
+                      f"  {'group':<9} {'collective':<13} {'n':>5} {'calls':>7} {'payload/call':>13} "
+                      f"{'payload':>11} {'sent':>11} {'time ms':>9}  purpose"]
+            for c in st.collectives:
+                t = c.time(self.links)
+                lines.append(f"  {c.group:<9} {c.kind:<13} {c.n:>5} {c.calls:>7} {_size(c.payload_per_call):>13} "
+                             f"{_size(c.payload_bytes):>11} {_size(c.sent_bytes):>11} {t * 1e3:>9.2f}  {c.purpose}")
+            if not st.collectives:
+                lines.append("  (none: one rank, nothing to communicate)")
+            tm = st.times
+            lines.append(f"  totals: sent {_size(sum(c.sent_bytes for c in st.collectives))}; step time "
+                         f"~{tm['step_s'] * 1e3:.1f} ms = compute {tm['compute_s'] * 1e3:.1f} + bubble "
+                         f"{tm['bubble_s'] * 1e3:.1f} + communication {tm['comm_s'] * 1e3:.1f} (no overlap)")
+        dev = getattr(self.device, "display_name", "no device")
+        lines += ["", f"Time model: compute = matmul FLOPs at the peak of {dev} ({self.precision.compute_dtype}); "
+                      f"{self.links.describe()}."]
+        return "\n".join(lines)
+
+
+def _alike(stages) -> list:
+    """Consecutive stages with the same collectives and times, grouped (the middle stages of a
+    deep pipeline are all alike: the report shows them once)."""
+    groups: list = []
+    for st in stages:
+        if groups and groups[-1][0].collectives == st.collectives and groups[-1][0].times == st.times:
+            groups[-1].append(st)
+        else:
+            groups.append([st])
+    return groups
+
+
+def _size(n: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _check(cfg: LlamaConfig, s: ParallelStrategy, seq: int) -> None:
+    t = s.model_parallel
+    for what, v in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads), ("ffn_dim", cfg.hidden_dim)):
+        if v % t:
+            raise OpValueError(_OP, f"{_name('model_parallel')} dividing {what} ({v})", f"model_parallel={t}")
+    if not s.vocab_emb_dp and cfg.vocab_size % t:
+        raise OpValueError(_OP, f"{_name('model_parallel')} dividing vocab_size ({cfg.vocab_size}) for the "
+                                f"vocabulary-parallel embedding (or vocab_emb_dp=True)", f"model_parallel={t}")
+    if s.use_seq_parallel and seq % t:
+        raise OpValueError(_OP, f"{_name('seq_len')} divisible by {_name('model_parallel')} = {t} under sequence "
+                                f"parallel", f"seq_len={seq}")
+    if s.pipeline_stage > cfg.n_layers:
+        raise OpValueError(_OP, f"{_name('pipeline_stage')} <= n_layers ({cfg.n_layers})",
+                           f"pipeline_stage={s.pipeline_stage}")
+
+
+def plan_parallel(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_size: int = 1, seq_len: int | None = None,
+                  precision: Precision | None = None, compute_dtype=None, attention: str = "naive",
+                  world_size: int | None = None, links: LinkModel | None = None, device=None,
+                  model: str = "llama") -> ParallelPlan:
+    """Per-rank memory, communication and time of one training step (see the module docstring).
+
+    `batch_size` is the micro-batch size per DP rank (MindFormers' batch_size): the global batch
+    is batch_size * data_parallel * micro_batch_num. `world_size`, when given, must equal
+    dp * tp * pp. `device`: a DeviceProfile or name (graph.dryrun.devices) for the compute time
+    (None: no compute time)."""
+    if not isinstance(cfg, LlamaConfig):
+        raise OpTypeError(_OP, "a LlamaConfig", type(cfg).__name__)
+    if not isinstance(strategy, ParallelStrategy):
+        raise OpTypeError(_OP, "a ParallelStrategy", type(strategy).__name__)
+    b = _positive("batch_size", batch_size)
+    seq = cfg.max_seq_len if seq_len is None else _positive("seq_len", seq_len)
+    if precision is None:
+        precision = Precision() if compute_dtype is None else Precision(compute_dtype=compute_dtype)
+    elif compute_dtype is not None:
+        raise OpValueError(_OP, "either precision or compute_dtype", "both")
+    if attention not in ATTENTION_KINDS:
+        raise OpValueError(_OP, f"{_name('attention')} among {ATTENTION_KINDS}", repr(attention))
+    if world_size is not None and _positive("world_size", world_size) != strategy.world_size:
+        raise OpValueError(_OP, f"{_name('data_parallel')} x {_name('model_parallel')} x {_name('pipeline_stage')} "
+                                f"= {_name('world_size')} ({world_size})",
+                           f"{strategy.data_parallel} x {strategy.model_parallel} x {strategy.pipeline_stage} = "
+                           f"{strategy.world_size}")
+    _check(cfg, strategy, seq)
+    links = links or LinkModel()
+    if device is not None:
+        from ..graph.dryrun.devices import get_device
+        device = get_device(device)
+    params = llama_parameters(cfg, strategy)
+    stages = [_plan_stage(i, cfg, strategy, precision, b, seq, attention, params, links, device)
+              for i in range(strategy.pipeline_stage)]
+    return ParallelPlan(model, cfg, strategy, precision, b, seq, attention, links, device, stages)
+
+
+def _plan_stage(i, cfg, s, prec, b, seq, attention, params, links, device) -> StagePlan:
+    t, d, p, m = s.model_parallel, s.data_parallel, s.pipeline_stage, s.micro_batch_num
+    sp = s.use_seq_parallel and t > 1
+    h, V = cfg.dim, cfg.vocab_size
+    layers = stage_layer_counts(cfg.n_layers, p)[i]
+    first, last = i == 0, i == p - 1
+    mine = [q for q in params if q.stage == i]
+    local = [q.local_shape(t) for q in mine]
+    memory = static_bytes(local, d, s.zero_level, prec, s.parallel_optimizer_threshold)
+
+    # activations (see the module docstring)
+    in_flight = min(p - i, m)
+    e, tokens, r = prec.act_bytes, b * seq, (t if sp else 1)
+    per_layer = llama_layer_activation_bytes(cfg, b, seq, t, sp, s.recompute, attention, e, s.sp_regather)
+    act = in_flight * layers * per_layer
+    if first:
+        act += in_flight * (tokens * 8 + (tokens * h // r if cfg.dropout > 0 else 0))   # int64 ids, dropout mask
+    vocab_split = t > 1 and (not s.vocab_emb_dp or sp)                # logits split over TP ranks
+    if last:                                        # final norm input, 1/rms and output; the logits
+        head_input_gathered = sp and not s.vocab_emb_dp and not s.sp_regather
+        act += (tokens * h * e + tokens * 4) // r + tokens * h * e // (1 if head_input_gathered else r)
+        act += tokens * V * e // (t if vocab_split else 1)
+    memory["activations"] = act
+
+    # collectives
+    X = tokens * h * e                                                # one activation tensor, bytes
+    cols: list = []
+
+    def add(group, kind, calls, payload_per_call, purpose, total=None):
+        if calls and group_size[group] > 1:
+            total = calls * payload_per_call if total is None else total
+            cols.append(Collective(group, kind, calls, total, purpose, group_size[group], group_span[group]))
+
+    group_size = {"tp": t, "dp": d, "pp": 2, "embedding": 2}
+    group_span = {"tp": t, "dp": t * d, "pp": 2 * t * d, "embedding": p * t * d}
+    if p == 1:
+        group_size["pp"] = group_size["embedding"] = 1
+    full = s.recompute == "full"
+    regather = 2 if s.sp_regather else 0
+    lm = layers * m
+    if not sp:
+        add("tp", "AllReduce", lm * (2 + (2 if full else 0) + 2), X,
+            "layers: attention + MLP outputs (fwd" + (", again in recompute" if full else "") + ") and inputs (bwd)")
+    else:
+        add("tp", "AllGather", lm * (2 + (2 if full else 0) + 2 + regather), X,
+            "layers SP: before QKV and w1/w3 (fwd" + (" + recompute" if full else "") +
+            "), conjugates of the reduce-scatters" + (" and re-gathers for dW" if regather else "") + " (bwd)")
+        add("tp", "ReduceScatter", lm * (2 + (2 if full else 0) + 2), X,
+            "layers SP: after wo and w2 (fwd" + (" + recompute" if full else "") + "), conjugates of the all-gathers (bwd)")
+    if not s.vocab_emb_dp:
+        if first:
+            add("tp", "ReduceScatter" if sp else "AllReduce", m, X, "vocab-parallel embedding output (fwd)")
+        if last:
+            if sp:
+                add("tp", "AllGather", (1 + regather // 2) * m, X, "vocab-parallel head input (fwd)"
+                    + (" and its re-gather for dW (bwd)" if regather else ""))
+                add("tp", "ReduceScatter", m, X, "vocab-parallel head input gradient (bwd)")
+            else:
+                add("tp", "AllReduce", m, X, "vocab-parallel head input gradient (bwd)")
+            add("tp", "AllReduce", 3 * m, tokens * 4, "vocab-parallel cross-entropy: max, sum exp, target logit (fp32)")
+    if sp:                       # weights replicated over TP see s/t tokens: partial gradients
+        replicated = sum(math.prod(q.local_shape(t)) for q in mine if q.tp_axis is None)
+        if replicated:
+            add("tp", "AllReduce", 1, replicated * prec.grad_bytes,
+                "gradients of TP-replicated weights under SP (norms" + (", embedding/head" if s.vocab_emb_dp else "") + ")")
+
+    # DP / optimizer parallel, per parameter of this stage
+    n_plain = plain = n_sh = sharded = 0
+    for q, shape in zip(mine, local):
+        n = math.prod(shape)
+        if zero_sharded(shape, prec.param_bytes, d, s.zero_level, s.parallel_optimizer_threshold):
+            n_sh, sharded = n_sh + 1, sharded + n
+        else:
+            n_plain, plain = n_plain + 1, plain + n
+    if n_plain:
+        add("dp", "AllReduce", n_plain, None, "gradients" + (" of unsharded parameters" if s.zero_level else ""),
+            total=plain * prec.grad_bytes)
+    if n_sh:
+        level = s.zero_level
+        rs_calls = m if level >= 2 else 1
+        add("dp", "ReduceScatter", n_sh * rs_calls, None,
+            "gradients of sharded parameters" + (" (every micro-batch)" if rs_calls > 1 else ""),
+            total=sharded * prec.grad_bytes * rs_calls)
+        if level >= 3:
+            add("dp", "AllGather", 2 * m * n_sh, None, "parameters before forward and before backward "
+                "(every micro-batch)", total=2 * m * sharded * prec.param_bytes)
+        else:
+            add("dp", "AllGather", n_sh, None, "updated parameters", total=sharded * prec.param_bytes)
+
+    # pipeline
+    Xp = X // r
+    if not last:
+        add("pp", "Send", m, Xp, "activations to the next stage (fwd)")
+        add("pp", "Receive", m, Xp, "activation gradients from the next stage (bwd)")
+    if not first:
+        add("pp", "Receive", m, Xp, "activations from the previous stage (fwd)")
+        add("pp", "Send", m, Xp, "activation gradients to the previous stage (bwd)")
+    if cfg.tie_embeddings and p > 1 and (first or last):
+        add("embedding", "AllReduce", 1, V * h // (1 if s.vocab_emb_dp else t) * prec.grad_bytes,
+            "tied embedding gradient, first and last stage")
+
+    # compute time: matmul FLOPs (forward 2 per multiply-add, backward 2x forward)
+    q_dim, kv_dim, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.hidden_dim
+    gemm = 2 * tokens * (2 * h * q_dim + 2 * h * kv_dim + 3 * h * f) / t
+    core = 4 * b * seq * seq * q_dim / t                           # QK^T and PV, the full square
+    extra = {"none": 0, "selective": core, "full": gemm + core}[s.recompute]
+    flops = m * layers * (3 * (gemm + core) + extra)
+    if last:
+        flops += m * 3 * 2 * tokens * h * V / (t if vocab_split else 1)
+    if device is not None:
+        compute_s = flops / device.peak_flops("matmul", prec.compute_dtype)
+    else:
+        compute_s = 0.0
+    comm_s = sum(c.time(links) for c in cols)
+    bubble_s = compute_s * (p - 1) / m
+    times = {"compute_s": compute_s, "bubble_s": bubble_s, "comm_s": comm_s, "step_s": compute_s + bubble_s + comm_s}
+    start = i * t * d
+    return StagePlan(i, range(start, start + t * d), layers, in_flight, memory, cols, flops, times)
+
+
+__all__ = ["ParallelStrategy", "Precision", "ParamSpec", "ParallelPlan", "StagePlan", "Collective",
+           "plan_parallel", "llama_parameters", "stage_layer_counts", "zero_sharded", "static_bytes",
+           "korthikanti_layer_bytes", "llama_layer_activation_bytes", "OPTIMIZER_LEVELS", "RECOMPUTE_MODES",
+           "ATTENTION_KINDS", "COLLECTIVES"]
