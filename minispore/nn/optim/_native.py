@@ -3,13 +3,14 @@
 `_kernels.py`'s blockwise NumPy kernels still make a dozen ufunc passes over each block; a C loop
 reads w, m, v and g once per element and writes them once, which is 3-4x faster again. The C
 below is the *same* arithmetic as `_kernels.<rule>_reference`, operation for operation, in the
-same dtype: compiled (graph/codegen/build.py's flags) with `-ffp-contract=off` (no fused
+same dtype: compiled (common/native_build.py's flags) with `-ffp-contract=off` (no fused
 multiply-add: NumPy rounds every product, so must we) and without -ffast-math, every `+ - * /`
 and `sqrt` is one correctly rounded IEEE operation, exactly what NumPy computes — so the numbers
 are bit-identical (tests/nn/test_fast_optim.py checks it). `max` follows np.maximum (NaN wins).
 
 `lib()` builds the module once per machine (cached on disk like every generated kernel) and returns
-None when no C compiler is available or `MINISPORE_NATIVE_OPTIM=0`: `_kernels` then runs its NumPy
+None when no C compiler is available, or `MINISPORE_NATIVE_OPTIM=0` (this module's switch) or
+`MINISPORE_NATIVE_KERNELS=0` (every hand-written C kernel's): `_kernels` then runs its NumPy
 loops, which give the same numbers.
 """
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import warnings
 
 import numpy as np
+
+from ...common import native_build
 
 _RULES = r"""
 #define MS_MAX(a, b) ((isnan(a) || (a) >= (b)) ? (a) : (b))   /* np.maximum: a NaN wins */
@@ -105,15 +108,14 @@ _state = {"tried": False, "mod": None}
 
 
 def lib():
-    """The compiled module (`.lib`, `.ffi`), or None (no compiler, or MINISPORE_NATIVE_OPTIM=0)."""
+    """The compiled module (`.lib`, `.ffi`), or None (no compiler, or switched off)."""
     if not _state["tried"]:
         _state["tried"] = True
-        if os.environ.get("MINISPORE_NATIVE_OPTIM", "1") != "0":
-            from ...graph.codegen import build as B
+        if os.environ.get("MINISPORE_NATIVE_OPTIM", "1") != "0" and native_build.native_kernels_enabled():
             try:
                 # one cffi module; the cdef lines are passed with the first symbol
-                _state["mod"] = B.build({"ms_optim_kernels": (_RULES, "\n".join(_CDEFS))})
-            except (B.NoCompiler, B.CompileFailed) as e:
+                _state["mod"] = native_build.build({"ms_optim_kernels": (_RULES, "\n".join(_CDEFS))})
+            except (native_build.NoCompiler, native_build.CompileFailed) as e:
                 warnings.warn(f"minispore: optimizers run their NumPy kernels (the C ones do not build: "
                               f"{str(e).splitlines()[0]})", RuntimeWarning, stacklevel=3)
     return _state["mod"]

@@ -32,6 +32,7 @@ from .. import _check as C
 from .. import c_expr
 from .. import costs
 from ..primitive import AbstractTensor, defprim
+from . import _native_kernels
 from .elementwise import (add, cast, equal, erf, exp, greater, greater_equal, less, less_equal, logical_and,
                           logical_or, minimum, mul, neg, select_kernel, square, sub, sum_to, where, zeros_like)
 from .reduction import reduce_sum
@@ -526,6 +527,11 @@ def _gelu_kernel(a, approximate="none"):
     x = upcast_half(a)
     if approximate == "tanh":
         return 0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_CUBIC * x * x * x)))
+    # the C loop (_native_kernels.gelu_erf: float32/float64, contiguous): one pass in double instead
+    # of _gelu_erf_f32's 27 NumPy passes per block (~5x faster), within 1 ulp of the reference
+    fast = _native_kernels.gelu_erf(x)
+    if fast is not None:
+        return fast
     if x.dtype == np.float32 and x.size >= _GELU_FAST_MIN_SIZE:
         return _gelu_erf_f32(x)
     return _gelu_erf_reference(x)
@@ -579,6 +585,17 @@ def _gelu_grad_reference(x, dout):
 
 
 def _gelu_grad_kernel(x, y, dout):
+    """dout * gelu'(x): the C loop where it applies (_native_kernels.gelu_erf_grad: float32/float64,
+    one dtype, contiguous; Phi and phi from one exp in double, one pass instead of ~12 NumPy passes
+    per block, ~2x faster), else the NumPy kernel below."""
+    xs, gs = upcast_half(x), upcast_half(dout)
+    fast = _native_kernels.gelu_erf_grad(xs, gs)
+    if fast is not None:
+        return fast
+    return _gelu_grad_numpy(x, y, dout)
+
+
+def _gelu_grad_numpy(x, y, dout):
     """dout * gelu'(x) = dout * (Phi(x) + x phi(x)), from x and the forward's output y = x Phi(x).
 
     Phi(x) = y / x is recovered from y instead of computed again (the forward's rational
@@ -649,7 +666,8 @@ def gelu(input, approximate="none"):
     """`ops.gelu(input, approximate='none')`.
 
     'none': x * Phi(x) with Phi the standard normal CDF (to 1 ulp in float32, through a fast
-    rational approximation of erfc; scipy's erfc for float64).
+    rational approximation of erfc - one C loop where a compiler exists, else blocked NumPy;
+    libm's or scipy's erfc for float64).
     'tanh': 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the BERT/GPT-2 approximation."""
     return _gelu(input, approximate=approximate)
 
@@ -714,6 +732,17 @@ def _softmax_kernel(a, axis=-1):
         return _softmax_kernel(x.reshape(1)).reshape(())
     if x.size == 0:
         return x.copy()
+    if axis in (-1, x.ndim - 1):
+        # the C loop (_native_kernels.softmax_rows: float32/float64, contiguous): each row read
+        # once for its max, once for exp + sum, once to divide - no per-row NumPy reductions
+        fast = _native_kernels.softmax_rows(x)
+        if fast is not None:
+            return fast
+    return _softmax_numpy(x, axis)
+
+
+def _softmax_numpy(x, axis):
+    """The plain softmax of a non-empty array: shift by the row max, exp, divide by the row sum."""
     e = _shifted(x, axis)
     np.exp(e, out=e)                      # every exponent <= 0: no overflow
     e /= _row_sum(e, axis)
@@ -744,6 +773,17 @@ def _softmax_grad_kernel(y, dout, axis=-1):
     y, g = upcast_half(y), upcast_half(dout)
     if y.ndim == 0:
         return _softmax_grad_kernel(y.reshape(1), g.reshape(1)).reshape(())
+    if axis in (-1, y.ndim - 1):
+        # the C loop (_native_kernels.softmax_grad_rows): the row's dot product and the update in
+        # one pass each, the dot accumulated in double - no einsum call, no temporary
+        fast = _native_kernels.softmax_grad_rows(y, g)
+        if fast is not None:
+            return fast
+    return _softmax_grad_numpy(y, g, axis)
+
+
+def _softmax_grad_numpy(y, g, axis):
+    """The plain backward: y * (g - sum(g * y)) along `axis` (y not 0-d)."""
     dx = np.subtract(g, _row_dot(g, y, axis))
     dx *= y
     return dx
