@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README, "Run the tests"):
 #   1. create .venv if it is missing (any Python >= 3.10 with venv; set PYTHON=... to pick one),
-#   2. install minispore with its test extras (pytest, hypothesis, nbmake, mkdocs, selenium ...)
-#      and PyTorch 2.13.0 (pinned in the 'torch' extra; used as an oracle by some tests),
+#   2. install minispore with its test extras (pytest, hypothesis, nbmake, mkdocs, selenium ...),
+#      PyTorch 2.13.0 (pinned in the 'torch' extra; used as an oracle by some tests) and the 'dist'
+#      extra (mpi4py + the mpich wheel: the multi-process tests run under its mpiexec),
 #   3. install Debian's chromium + chromium-driver for the browser test when they are missing and
 #      we are root (otherwise that one test is skipped, and this says so),
 #   4. check the import layers with `lint-imports` (import-linter; the contracts are in .importlinter),
@@ -19,8 +20,8 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 
-echo "== installing minispore[test,torch] into .venv"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch]'
+echo "== installing minispore[test,torch,dist] into .venv"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,torch,dist]'
 # the Ascend plugin (its own package; its tests in tests/plugins/ascend run on the C emulator of the
 # ACL runtime, compiled with gcc on first use, or on a real NPU when ASCEND_HOME_PATH is set)
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e plugins/ascend

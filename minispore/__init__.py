@@ -34,6 +34,15 @@ _LAZY = {
     "dataset": "minispore.dataset",
     "mint": "minispore.mint",
     "amp": "minispore.amp",
+    "communication": "minispore.communication",   # init, get_rank, create_group ... (MPI)
+    "parallel": "minispore.parallel",             # Layout, strategy files, distributed checkpoints
+    "Layout": "minispore.parallel",
+    "transform_checkpoints": "minispore.parallel",
+    "transform_checkpoint_by_rank": "minispore.parallel",
+    "merge_sliced_parameter": "minispore.parallel",
+    "build_searched_strategy": "minispore.parallel",
+    "load_distributed_checkpoint": "minispore.parallel",
+    "unified_safetensors": "minispore.parallel",
     "Model": "minispore.train",             # MindSpore exposes its training API at top level too
     "LossMonitor": "minispore.train",
     "TimeMonitor": "minispore.train",
@@ -45,10 +54,10 @@ _LAZY = {
     "load_checkpoint": "minispore.train.serialization",
     "load_param_into_net": "minispore.train.serialization",
     "context": "minispore.context",                 # `from mindspore import context`
-    "ParallelMode": "minispore.context",
-    "set_auto_parallel_context": "minispore.context",
-    "get_auto_parallel_context": "minispore.context",
-    "reset_auto_parallel_context": "minispore.context",
+    "ParallelMode": "minispore.common.auto_parallel_context",
+    "set_auto_parallel_context": "minispore.common.auto_parallel_context",
+    "get_auto_parallel_context": "minispore.common.auto_parallel_context",
+    "reset_auto_parallel_context": "minispore.common.auto_parallel_context",
 }
 
 

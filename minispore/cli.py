@@ -3,6 +3,7 @@
     minispore info                 versions, dtypes, backends, packaged data (`--json` for scripts)
     minispore train [...]          train the tiny LLaMA (see `minispore train --help`)
     minispore generate [...]       sample text from a trained checkpoint
+    minispore run -n N script.py   run a script on N processes (MPI; `msrun` is the same launcher)
 
 `info` lives here. `train` and `generate` belong to the model code: their arguments and their work
 come from `minispore.llm.cli_commands` (`add_train_args(parser)`, `run_train(args)`,
@@ -40,10 +41,13 @@ LAZY_COMMANDS = {
                  "generate text from a trained checkpoint"),
     "dryrun": ("minispore.llm.dryrun_command", "add_dryrun_args", "run_dryrun",
                "predict memory, FLOPs and step time of a LLaMA preset without running it (DryRun)"),
+    "run": ("minispore.communication.launcher", "add_run_args", "run_run",
+            "run a script on N processes over MPI (msrun's alias: minispore run -n N script.py)"),
 }
 
 OPTIONAL_PACKAGES = {            # distribution -> the extra that installs it
     "tqdm": None, "matplotlib": "plot", "torch": "torch", "mkdocs-material": "docs",
+    "mpi4py": "dist", "mpich": "dist",
 }
 
 

@@ -130,8 +130,9 @@ def _barrier(node) -> bool:
 
 def _random(node) -> bool:
     """Random ops keep program order among themselves: they draw from one generator, so the order
-    of the draws - not the stream - decides the numbers."""
-    return node.is_primitive and node.op.random
+    of the draws - not the stream - decides the numbers. Collectives join that chain: every rank
+    must issue them in the same order, or two ranks wait on different collectives forever."""
+    return node.is_primitive and (node.op.random or node.op.collective)
 
 
 def _estimate_costs(graph):

@@ -7,7 +7,7 @@ FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activati
             "sorting", "shape_extra", "indexing", "nn_ops", "random", "fused",
             "math_extra", "activation_extra", "linalg_extra", "shape_more", "scatter_ops", "interpolate",
             "reduction_more", "nn_layer_ops", "math_more", "array_more", "special", "linalg_decomp", "einsum_ops",
-            "state_ops", "functional_compat"]
+            "state_ops", "functional_compat", "comm"]
 __all__ = []
 for _name in FAMILIES:
     try:

@@ -36,6 +36,10 @@ families keeps a table of primitive names; tests/ops/test_primitive_facts.py che
                the name of the primitive that makes the same value from a shape (`zeros`).
 * `sharding`   `sharding(in_layouts, attrs) -> out_layouts`: how the op propagates tensor layouts in
                semi-auto parallel (the distributed engine reads it; None: replicate).
+* `collective` the kernel communicates with the other processes of a group (all_reduce, send ...):
+               every rank must issue the same collectives in the same order, so like a `random` op
+               it keeps its program position (no reordering across streams, no dead-code removal,
+               no constant folding, no fusion or recomputation).
 
 Calling a primitive hands it to the current *executor* (an interpreter over primitives, as in
 JAX): the eager executor runs kernels, graph capture records nodes. Layers above install the
@@ -136,10 +140,10 @@ class Primitive:
     """One operation. See the module docstring for the contract."""
 
     __slots__ = ("name", "infer", "impl", "bprop", "cost", "kernel", "doc", "view", "fusion", "into", "inplace",
-                 "random", "from_shape", "sharding", "__weakref__")
+                 "random", "from_shape", "sharding", "collective", "__weakref__")
 
     def __init__(self, name, infer, impl, bprop=None, cost=None, doc="", *, view=None, fusion=None, into=None, inplace=None,
-                 random=False, from_shape=None, sharding=None):
+                 random=False, from_shape=None, sharding=None, collective=False):
         self.name = name
         self.infer = infer
         self.impl = impl          # CPU reference kernel
@@ -154,6 +158,7 @@ class Primitive:
         self.random = random
         self.from_shape = from_shape
         self.sharding = sharding
+        self.collective = collective
 
     def __call__(self, *inputs, **attrs):
         return _state.executor(self, inputs, attrs)
@@ -183,7 +188,7 @@ def get_executor():
 
 def defprim(name, infer, impl, bprop=None, cost=None, doc="", **facts):
     """Register a primitive. Names are unique: defining one twice is a bug. `facts`: the keyword
-    facts of `Primitive` (view, fusion, into, inplace, random, from_shape, sharding)."""
+    facts of `Primitive` (view, fusion, into, inplace, random, from_shape, sharding, collective)."""
     if name in PRIMITIVES:
         raise RuntimeError(f"primitive '{name}' is defined twice")
     p = Primitive(name, infer, impl, bprop, cost, doc, **facts)

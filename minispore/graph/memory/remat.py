@@ -201,12 +201,13 @@ def _filled_prim(like):
 
 
 def _dead_code_free(g: Graph) -> Graph:
-    """g without the pure primitive nodes nothing reads (random ops and structural nodes stay)."""
-    from ..passes.inline_control_flow import is_random
+    """g without the pure primitive nodes nothing reads (random ops, collectives and structural
+    nodes stay)."""
+    from ..passes.inline_control_flow import keeps_position
     live = {o.id for o in g.outputs if isinstance(o, Value)}
     keep = []
     for node in reversed(g.nodes):
-        if (not node.is_primitive or is_random(node.op)
+        if (not node.is_primitive or keeps_position(node.op)
                 or any(o.id in live for o in node.outputs)):
             keep.append(node)
             live.update(x.id for x in node.inputs if isinstance(x, Value))

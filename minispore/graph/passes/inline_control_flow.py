@@ -34,6 +34,13 @@ def is_random(prim) -> bool:
     return prim.random
 
 
+def keeps_position(prim) -> bool:
+    """Must this primitive run where the program puts it, even if nothing reads its output? Random
+    draws (the generator's order decides the numbers) and collectives (every rank of a group must
+    issue the same ones in the same order) do: their `random` / `collective` facts say so."""
+    return prim.random or prim.collective
+
+
 def draws_random(graph) -> bool:
     return any(n.is_primitive and is_random(n.op) for g in graph.all_graphs() for n in g.nodes)
 
@@ -42,8 +49,8 @@ def _has_effects(node) -> bool:
     if node.op is HOST_CALL:
         return True
     if node.is_primitive:
-        return is_random(node.op)
-    return any(n.op is HOST_CALL or (n.is_primitive and is_random(n.op))
+        return keeps_position(node.op)
+    return any(n.op is HOST_CALL or (n.is_primitive and keeps_position(n.op))
                for sub in node.subgraphs() for g in sub.all_graphs() for n in g.nodes)
 
 
@@ -119,7 +126,7 @@ class _Inliner:
         return new.outputs
 
     def fold(self, node):
-        if is_random(node.op) or sum(o.aval.size for o in node.outputs) > MAX_FOLD_ELEMENTS:
+        if keeps_position(node.op) or sum(o.aval.size for o in node.outputs) > MAX_FOLD_ELEMENTS:
             return
         args = []
         for x in node.inputs:
@@ -178,4 +185,5 @@ def inline_control_flow(graph: Graph) -> Graph:
 
 fold_constants_and_inline = inline_control_flow
 
-__all__ = ["inline_control_flow", "fold_constants_and_inline", "is_random", "draws_random", "MAX_FOLD_ELEMENTS"]
+__all__ = ["inline_control_flow", "fold_constants_and_inline", "is_random", "keeps_position", "draws_random",
+           "MAX_FOLD_ELEMENTS"]

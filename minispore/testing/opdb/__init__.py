@@ -5,7 +5,7 @@ FAMILIES = ["elementwise", "reduction", "shape", "linalg", "creation", "activati
             "sorting", "shape_extra", "indexing", "nn_ops", "losses", "random", "fused",
             "math_extra", "activation_extra", "linalg_extra", "shape_more", "scatter_ops", "interpolate",
             "reduction_more", "nn_layer_ops", "math_more", "array_more", "special", "linalg_decomp", "einsum_ops",
-            "functional_compat"]
+            "functional_compat", "comm"]
 for _name in FAMILIES:
     try:
         importlib.import_module(f"{__name__}.{_name}")
