@@ -150,3 +150,44 @@ def test_quick_run_writes_the_table_and_json(tmp_path, capsys):
             assert r["error"] is None and len(r["times_ms"]) == 3, (name, r)
             assert suite.rel(r["first_loss"], m["first_loss"]) <= suite.TORCH_TOL
     assert saved["sgemm_peak_gflops"] > 0 and len(saved["load_average"]["start"]) == 3
+
+
+@pytest.mark.torch
+def test_suite_profile_tables_add_up(tmp_path, capsys):
+    # bench/suite_profile.py at tiny sizes, 2 steps: the structure of its tables and that each
+    # column's category rows add up to its step (kernel rows never exceed it) — never timings
+    pytest.importorskip("torch")
+    import suite_profile as SP
+    out = SP.main(["--quick", "--iters", "2", "--warmup", "1", "--models", "gpt,resnet", "--json",
+                   str(tmp_path / "p.json")])
+    printed = capsys.readouterr().out
+    assert "| category | minispore PyNative ms |" in printed and "| PyTorch aten op (self) |" in printed
+    for name, m in out["models"].items():
+        assert set(m["columns"]) == set(SP.COLUMNS)
+        for col, a in m["columns"].items():
+            cats = a["categories"]
+            assert set(cats) == set(SP.CATEGORIES)
+            kernels = sum(v for k, v in cats.items() if k != "framework overhead")
+            assert all(v >= 0 for k, v in cats.items() if k != "framework overhead"), (col, cats)
+            assert kernels <= a["step"] + 1e-9, (name, col, cats, a["step"])
+            assert abs(sum(cats.values()) - a["step"]) <= 1e-6 * a["step"]
+        py = {(o["op"], o["phase"]): o["calls"] for o in m["columns"]["minispore PyNative"]["ops"]}
+        if name == "gpt":      # 1 layer: ln_1, ln_2, ln_f forward, their gradients in the backward
+            assert py[("layer_norm", "forward")] == 3 and py[("layer_norm_grad", "backward")] == 3
+            assert m["columns"]["PyTorch eager"]["categories"]["matmul"] > 0
+        else:
+            assert py[("conv2d", "forward")] > 0 and py[("conv2d_backprop_filter", "backward")] > 0
+            assert m["columns"]["PyTorch eager"]["categories"]["conv"] > 0
+
+
+def test_suite_profile_categories():
+    import suite_profile as SP
+    assert [SP.category(n) for n in ("bmm", "conv2d_backprop_input", "layer_norm_grad", "softmax", "gelu",
+                                     "transpose", "reduce_sum", "fused_elementwise_3{add,mul}", "HostCall")] == \
+        ["matmul", "conv", "normalization", "softmax/attention", "elementwise", "reduce/index/copy",
+         "reduce/index/copy", "fused C", "host call"]
+    assert [SP.torch_category(n) for n in ("aten::addmm", "aten::convolution_backward",
+                                           "aten::native_layer_norm", "aten::_softmax", "aten::nll_loss_forward",
+                                           "aten::gelu", "aten::copy_")] == \
+        ["matmul", "conv", "normalization", "softmax/attention", "loss", "elementwise", "reduce/index/copy"]
+    assert [len(SP.central(list(range(n)), key=lambda s: s)) for n in (1, 2, 4, 8)] == [1, 2, 2, 4]

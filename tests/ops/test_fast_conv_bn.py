@@ -8,9 +8,10 @@ Cases cover strides, asymmetric pads, dilation, groups, 1x1 stride-2, the stride
 path of the input gradient and its col2im fallback, and batches that split into several chunks
 with a remainder; float32 and float64.
 
-batch_norm: the fused training backward (`_batch_norm_grad_fast`) against the plain shared
-normalize backward and against a float64 formula written out here, and the gradients of
-ops.batch_norm against finite differences.
+batch_norm: the training forward and backward kernels (the C loops of _native_batch_norm where
+they build, and the NumPy fast backward `_batch_norm_grad_fast`) against the plain shared
+normalize kernels and float64 formulas written out here, and the gradients of ops.batch_norm
+against finite differences.
 """
 import numpy as np
 import pytest
@@ -55,6 +56,9 @@ CASES = [
     ((2, 3, 6, 7), (2, 3, 3, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),      # valid stride 1
     ((2, 3, 6, 6), (2, 3, 3, 3), (1, 1), (3, 0, 0, 3), (1, 1), 1),      # pad wider than kernel - 1: col2im fallback
     ((2, 2, 9, 9), (3, 2, 3, 3), (3, 2), (1, 0, 0, 1), (1, 2), 1),      # floored last window
+    ((2, 3, 9, 10), (4, 3, 3, 2), (1, 1), (2, 1, 1, 2), (2, 3), 1),     # stride 1, dilated rect kernel, ungrouped
+    ((1, 3, 5, 7), (2, 3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),      # batch 1, non-square
+    ((2, 5, 7, 6), (3, 5, 3, 3), (2, 2), (1, 1, 1, 1), (2, 1), 1),      # stride 2 with dilation (channels-last col2im)
 ]
 
 
@@ -71,15 +75,22 @@ def _make(case, dtype, n=None):
     return x, w, stride, pads, dil, groups
 
 
-@pytest.mark.parametrize("row_windows", [True, False], ids=["row-windows", "windows"])
+@pytest.mark.parametrize("layout", ["row-windows", "windows", "channels-last", "row-gemms"])
 @pytest.mark.parametrize("chunk_columns", [40, 130])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES, ids=_ids)
-def test_fast_conv_kernels_equal_naive_and_plain(case, dtype, chunk_columns, row_windows, monkeypatch):
+def test_fast_conv_kernels_equal_naive_and_plain(case, dtype, chunk_columns, layout, monkeypatch):
     # few output positions per chunk: 5 images split into chunks of 1 or 2 (a partial last one) or all
     monkeypatch.setattr(CO, "_CHUNK_COLUMNS", chunk_columns)
-    # both im2col layouts for the stride-1 cases (the row windows apply only to stride 1)
-    monkeypatch.setattr(CO, "_ROW_WINDOWS_MIN_WIDTH", 1 if row_windows else 10 ** 9)
+    # the same chunking for the channels-last kernels (their chunks are counted in column elements)
+    monkeypatch.setattr(CO, "_CHANNELS_LAST_CHUNK", chunk_columns * case[1][1] * case[1][2] * case[1][3])
+    # and for the kernel-row GEMMs (whole images per chunk: 1, or 2-3 with a partial last chunk)
+    monkeypatch.setattr(CO, "_ROW_GEMMS_CHUNK", 2 * chunk_columns)
+    # all three im2col layouts: NCHW row windows (stride 1 only), NCHW windows, and channels-last
+    # (ungrouped kernels wider than 1x1 only; the other cases then run an NCHW layout)
+    # (the kernel-row GEMMs: stride-1 ungrouped kernels taller than one row; the rest: an NCHW layout)
+    monkeypatch.setattr(CO, "_ROW_WINDOWS_MIN_WIDTH", 1 if layout == "row-windows" else 10 ** 9)
+    _force_layout(monkeypatch, layout)
     x, w, stride, pads, dil, groups = _make(case, dtype, n=5)
     tol = 1e-4 if dtype == np.float32 else 1e-11
     ref = naive_conv2d(x, w, stride, pads, dil, groups)
@@ -105,8 +116,17 @@ def _conv_call(case):
                                    dil, groups)
 
 
+def _force_layout(monkeypatch, layout):
+    """Route every convolution the layout applies to through one family of fast kernels."""
+    monkeypatch.setattr(CO, "_CHANNELS_LAST_MIN_RUN", 1 if layout == "channels-last" else 10 ** 9)
+    monkeypatch.setattr(CO, "_ROW_GEMMS_MIN_POSITIONS", 1 if layout == "row-gemms" else 10 ** 9)
+    monkeypatch.setattr(CO, "_ROW_GEMMS_MIN_DEPTH", 1)
+
+
+@pytest.mark.parametrize("layout", ["nchw", "channels-last", "row-gemms"])
 @pytest.mark.parametrize("case", CASES, ids=_ids)
-def test_conv2d_gradients_match_finite_differences_of_naive(case):
+def test_conv2d_gradients_match_finite_differences_of_naive(case, layout, monkeypatch):
+    _force_layout(monkeypatch, layout)
     x, w, stride, pads, dil, groups = _make(case, np.float64)
     dy = rng.standard_normal(naive_conv2d(x, w, stride, pads, dil, groups).shape)
     conv = _conv_call(case)
@@ -132,7 +152,12 @@ def test_conv2d_float32_training_shapes_match_float64():
     """The ResNet hot shapes (a 3x3 stride-1 block conv and the 1x1 stride-2 downsample), batch
     large enough to split into chunks: float32 kernels against the float64 naive result."""
     for case in [((6, 8, 12, 12), (8, 8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
-                 ((6, 8, 12, 12), (16, 8, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1)]:
+                 ((6, 8, 12, 12), (16, 8, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+                 # the default routing's other kernels: row GEMMs (16 channels, 32x32), channels-last
+                 # stride 1 and 2 (32 channels)
+                 ((2, 16, 32, 32), (16, 16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+                 ((3, 32, 8, 8), (32, 32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+                 ((3, 32, 8, 8), (64, 32, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1)]:
         x, w, stride, pads, dil, groups = _make(case, np.float32)
         ref = naive_conv2d(x, w, stride, pads, dil, groups)
         np.testing.assert_allclose(CO._conv2d_fast(x, w, stride, pads, dil, groups), ref, rtol=1e-4, atol=1e-4)
@@ -184,11 +209,61 @@ def test_fast_batch_norm_grad_equals_plain_and_formula(shape, dtype, with_weight
     tol = 2e-4 if dtype == np.float32 else 1e-11
     fast = NO._batch_norm_grad_fast(dy, x, w, 1e-5)
     plain = NO._batch_norm_grad_plain(dy, x, w, 1e-5)
+    native = NO._batch_norm_grad_kernel(dy, x, w, 1e-5)       # the primitive's kernel: the C loops where built
     ref = bn_grad_formula(dy, x, w, 1e-5)
-    for f, p, r in zip(fast, plain, ref):
-        assert f.shape == r.shape
+    for f, p, c, r in zip(fast, plain, native, ref):
+        assert f.shape == r.shape and c.shape == r.shape and c.dtype == dtype
         np.testing.assert_allclose(f, p, rtol=tol, atol=tol)
         np.testing.assert_allclose(f, r, rtol=tol, atol=tol)
+        np.testing.assert_allclose(c, r, rtol=tol, atol=tol)
+
+
+def bn_forward_formula(x, w, b, eps):
+    """float64: y = (x - mean) / sqrt(var + eps) * w + b per channel; (y, mean, unbiased var)."""
+    x = x.astype(np.float64)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shp = (1, -1) + (1,) * (x.ndim - 2)
+    mu, var = x.mean(axis=axes), x.var(axis=axes)
+    y = (x - mu.reshape(shp)) / np.sqrt(var.reshape(shp) + eps)
+    if w is not None:
+        y = y * w.astype(np.float64).reshape(shp)
+    if b is not None:
+        y = y + b.astype(np.float64).reshape(shp)
+    n = x.size // x.shape[1]
+    return y, mu, var * n / (n - 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(8, 3), (4, 3, 5), (6, 4, 5, 5), (1, 2, 3, 4), (2, 3, 2, 3, 2)])
+@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+def test_batch_norm_training_kernel_equals_numpy_and_formula(shape, dtype, affine):
+    """The training forward kernel (C loops where built) against the NumPy normalize kernel and a
+    float64 formula; the mean is far from zero so a one-pass variance would lose digits."""
+    x = (rng.standard_normal(shape) * 0.5 + 40).astype(dtype)
+    w = rng.uniform(0.5, 1.5, shape[1]).astype(dtype) if affine != "none" else None
+    b = rng.standard_normal(shape[1]).astype(dtype) if affine == "both" else None
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    y, mean, var = NO._batch_norm_kernel(x, w, b, None, None, True, 1e-5)
+    ry, rmean, rvar = bn_forward_formula(x, w, b, 1e-5)
+    assert y.shape == x.shape and y.dtype == dtype and mean.shape == (shape[1],)
+    np.testing.assert_allclose(y, ry, rtol=tol, atol=tol)
+    np.testing.assert_allclose(mean, rmean, rtol=tol)
+    np.testing.assert_allclose(var, rvar, rtol=tol * 10)
+    ny, nmean, nvar = NO._normalize_kernel(NO._bn_view(x.shape), x, w, b, 1e-5)
+    np.testing.assert_allclose(y, ny, rtol=tol, atol=tol)
+
+
+def test_native_batch_norm_library_builds_where_a_compiler_exists():
+    """Otherwise the tests above would only see the NumPy fallback."""
+    from minispore.common import native_build
+    from minispore.ops.prims import _native_batch_norm as NB
+    if native_build.find_compiler() is None or not native_build.native_kernels_enabled():
+        pytest.skip("no C compiler / native kernels switched off: the NumPy kernels run")
+    assert NB.LIBRARY.get() is not None
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    assert NB.batch_norm_train(x, None, None, 1e-5) is not None
+    assert NB.batch_norm_train(x[:, :, ::2], None, None, 1e-5) is None          # a strided view: NumPy path
+    assert NB.batch_norm_grad(x, x.astype(np.float64), None, 1e-5) is None      # mixed dtypes: NumPy path
 
 
 def test_batch_norm_training_gradients_match_finite_differences():
@@ -217,3 +292,17 @@ def test_batch_norm_training_gradients_match_finite_differences():
         minus[which] = args[which] - eps * v
         fd = (np.sum(fwd(*plus) * dy) - np.sum(fwd(*minus) * dy)) / (2 * eps)
         np.testing.assert_allclose(np.sum(g.asnumpy() * v), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_conv_routing_of_the_resnet_shapes():
+    """The default routing sends the ResNet's convolutions to the kernels tuned for them (the
+    kernels themselves are checked above): row GEMMs for the wide 16-channel 32x32 layers,
+    channels-last for the deeper 3x3 layers and every stride-2 3x3 with 32+ input channels, and
+    the NCHW kernels for the 3-channel stem, 1x1 and grouped convolutions."""
+    assert CO._row_gemms((16, 16, 3, 3), (1, 1), 1, (32, 32))
+    assert not CO._row_gemms((16, 3, 3, 3), (1, 1), 1, (32, 32))             # stem: GEMM depth 9
+    assert not CO._row_gemms((32, 32, 3, 3), (1, 1), 1, (8, 8))              # small image
+    assert not CO._row_gemms((16, 16, 3, 3), (2, 2), 1, (32, 32))            # stride 2
+    assert CO._channels_last((64, 32, 3, 3), 1) and CO._channels_last((128, 128, 3, 3), 1)
+    assert not CO._channels_last((32, 16, 1, 1), 1)                          # 1x1: NCHW GEMM
+    assert not CO._channels_last((64, 32, 3, 3), 2)                          # grouped

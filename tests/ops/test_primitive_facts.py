@@ -39,6 +39,16 @@ OP_DEFINITIONS = ("minispore/ops/prims/", "minispore/ops/operations/", "minispor
 # (module, symbol) -> why naming primitives there is not a per-op fact. `symbol` is the assigned
 # name for a module-level literal, the enclosing function (Class.method) for a comparison.
 ALLOWED = {
+    # transpose folding rewrites by the identity of two ops (transpose(a @ b) -> b^T @ a^T); a
+    # per-op fact for "transposes fold into this op" is the follow-up that removes these entries
+    ("minispore/graph/passes/transpose_folding.py", "_perm"):
+        "reads the permutation of a transpose node: the rewrite is about that one op",
+    ("minispore/graph/passes/transpose_folding.py", "_GraphFolder._product_to_flip"):
+        "finds the matmul/bmm feeding a transpose: the algebraic identity names both ops",
+    ("minispore/graph/passes/transpose_folding.py", "_drop_unread"):
+        "drops the transpose/matmul nodes the rewrite made unread",
+    ("minispore/graph/passes/transpose_folding.py", "_DROPPABLE"):
+        "the ops the rewrite itself creates and may drop again (transpose, matmul, bmm)",
     ("minispore/ops/tensor_methods.py", "_SAME_NAME"):
         "Tensor method names that equal functional-API names (the Python API surface, not op facts)",
     ("minispore/ops/composite.py", "_REEXPORTED"):

@@ -7,6 +7,11 @@
                           ops and trailing-axis reductions into nodes with generated C kernels
                           (graph/codegen). Run by graph/run/o1.py, run/o2.py and dryrun(jit_level="O1");
                           imported from its module (it pulls in codegen, which O0 never needs).
+* transpose_folding.py    `fold_transposes(graph)` (jit_level O1 and O2: fusion's `prepare` step):
+                          `transpose(a @ b)` -> `b^T @ a^T`, the new operand transposes composed
+                          with those already there, so GEMMs write results in the layout their
+                          readers want (a weight gradient is no longer a transposed view that is
+                          copied later).
 
 Adding a pass: ARCHITECTURE.md §7.
 """

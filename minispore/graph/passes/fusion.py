@@ -73,7 +73,7 @@ from ..codegen import build as B
 from ..codegen import c_types as T
 from ..codegen.c_kernel import InputSpec, KernelSpec, MemberSpec, _Access, declaration, generate
 from ..ir import OPAQUE, Graph, Node, Value
-from .inline_control_flow import is_random
+from .inline_control_flow import keeps_position
 
 WINDOW = 64            # a node joins a group only if the group's last member is this close before it
 MIN_WORK = 2           # ops that do work a group needs before it is worth a kernel
@@ -141,7 +141,7 @@ def classify(node):
 
 def _is_barrier(node) -> bool:
     """Nodes that keep their place in program order (fused groups never span them)."""
-    return not node.is_primitive or is_random(node.op)
+    return not node.is_primitive or keeps_position(node.op)
 
 
 def _reads_none(values, inputs) -> bool:
@@ -679,25 +679,38 @@ def _used_outside(graph, grouper):
     return out
 
 
-def fuse(graph: Graph) -> FusionResult:
-    """Fuse `graph` and its subgraphs (see the module docstring and `FusionResult`)."""
+def fuse(graph: Graph, prepare=None) -> FusionResult:
+    """Fuse `graph` and its subgraphs (see the module docstring and `FusionResult`).
+
+    `prepare(g) -> g2`: a pass run first on each graph's own nodes, once per (sub)graph; g2's
+    If/While/Call nodes still name the ORIGINAL subgraphs, which this function then replaces by
+    their prepared and fused versions - so a lazy_inline top level whose callee changes is still not
+    rebuilt (`FusionResult.exec_graph`). O1 and O2 pass transpose folding
+    (transpose_folding.fold_transposes_here); the result's graphs are prepared even when nothing
+    fuses (fusion switched off, no C compiler)."""
+    graphs = graph.all_graphs()
+    own = {id(g): g for g in graphs}               # id(original) -> its prepared graph
+    if prepare is not None:
+        for g in graphs:
+            own[id(g)] = prepare(g)
+    prepared = any(own[id(g)] is not g for g in graphs)
     if not fusion_enabled():
-        return FusionResult(graph, [], "MINISPORE_FUSION=0")
-    all_plans = {}                                  # id(graph) -> (plans, grouper)
-    for g in graph.all_graphs():
-        all_plans[id(g)] = find_groups(g)
+        return _unfused(graph, own, prepared, "MINISPORE_FUSION=0")
+    all_plans = {}                                  # id(original graph) -> (plans, grouper) of its prepared graph
+    for g in graphs:
+        all_plans[id(g)] = find_groups(own[id(g)])
     kernels = {}
     for plans, _ in all_plans.values():
         for p in plans:
             kernels[p.symbol] = (p.c_source, declaration(p.symbol, p.spec))
     if not kernels:
-        return FusionResult(graph, [])
+        return _unfused(graph, own, prepared, None)
     try:
         modules, errors = B.build_each(kernels)
     except B.NoCompiler as e:
         _warn_once("nocc", f"jit_level O1/O2: {e}; generated fused kernels cannot be built, so graphs run "
                            f"unfused (kernel by kernel). Install gcc, or point CC at a C compiler.")
-        return FusionResult(graph, [], f"no C compiler: {e}")
+        return _unfused(graph, own, prepared, f"no C compiler: {e}")
     failed = []
     if errors:
         names = [p.name for plans, _ in all_plans.values() for p in plans if p.symbol in errors]
@@ -724,26 +737,47 @@ def fuse(graph: Graph) -> FusionResult:
     def rewrite(g):
         new = memo.get(id(g))
         if new is None:
-            new = memo[id(g)] = _rebuild(g, *compiled(g), prim_of, rewrite)
+            new = memo[id(g)] = _rebuild(own[id(g)], *compiled(g), prim_of, rewrite, origin=g)
         return new
 
-    if len(all_plans) == 1:                         # no subgraphs: the executor's graph is `graph`
-        return FusionResult(rewrite(graph), fused, None, failed)
+    return _result(graph, own, compiled, rewrite, memo, prim_of, fused, None, failed, all_plans)
+
+
+def _unfused(graph, own, prepared, reason):
+    """The result when nothing fuses: `graph` itself, or its prepared graphs (`fuse`'s `prepare`)."""
+    if not prepared:
+        return FusionResult(graph, [], reason)
+    memo = {}
+
+    def rewrite(g):                                 # (prepared, subgraphs replaced by theirs)
+        new = memo.get(id(g))
+        if new is None:
+            new = memo[id(g)] = _rebuild(own[id(g)], [], None, None, rewrite, origin=g)
+        return new
+    return _result(graph, own, lambda g: ([], None), rewrite, memo, None, [], reason, [], {})
+
+
+def _result(graph, own, compiled, rewrite, memo, prim_of, fused, reason, failed, all_plans):
+    """The FusionResult of `graph` (`rewrite(g)`: the prepared, fused version of subgraph g)."""
+    if len(own) == 1:                               # no subgraphs: the executor's graph is `graph`'s
+        return FusionResult(rewrite(graph), fused, reason, failed)
     top_plans, top_grouper = compiled(graph)
-    exec_graph = _rebuild(graph, top_plans, top_grouper, prim_of, rewrite, keep_subgraphs=True)
+    top = own[id(graph)]
+    exec_graph = _rebuild(top, top_plans, top_grouper, prim_of, rewrite, keep_subgraphs=True, origin=graph)
     exec_subgraphs = dict(memo)                     # (every subgraph is fused by now)
     for key in [k for k in all_plans if k != id(graph)]:
         del all_plans[key]                          # (what the deferred `graph` needs no longer)
-    return FusionResult(None, fused, None, failed, exec_graph, exec_subgraphs,
-                        build=lambda: _rebuild(graph, top_plans, top_grouper, prim_of, rewrite))
+    return FusionResult(None, fused, reason, failed, exec_graph, exec_subgraphs,
+                        build=lambda: _rebuild(top, top_plans, top_grouper, prim_of, rewrite, origin=graph))
 
 
-def _rebuild(graph, plans, grouper, prim_of, rewrite, keep_subgraphs=False):
+def _rebuild(graph, plans, grouper, prim_of, rewrite, keep_subgraphs=False, origin=None):
     """`graph` with each plan's members replaced by one fused node (op `prim_of(plan)`) and each
     subgraph of an If/While/Call node replaced by `rewrite(subgraph)` - or, with keep_subgraphs,
     fused but left in place (`FusionResult.exec_graph`). A node whose inputs and subgraphs stay the
     same is kept, shared with `graph` (the IR is never mutated); the others get new nodes with new
-    output values. `graph` itself comes back when no node changes."""
+    output values. `graph` itself comes back when no node changes. `origin`: the graph `graph` was
+    prepared from (`fuse`'s `prepare`), named by the result's `notes["fused_from"]`."""
     nodes = graph.nodes
     vmap = {}                                       # original Value -> its replacement
     new_nodes = []
@@ -789,7 +823,7 @@ def _rebuild(graph, plans, grouper, prim_of, rewrite, keep_subgraphs=False):
     out = Graph(graph.name, graph.params, graph.captures, new_nodes,
                 [vmap.get(o, o) if isinstance(o, Value) else o for o in graph.outputs], graph.source_fn)
     out.notes = dict(graph.notes)
-    out.notes["fused_from"] = graph
+    out.notes["fused_from"] = origin if origin is not None else graph
     return out
 
 

@@ -3,16 +3,19 @@
     @ms.jit(jit_level="O1")
     def step(x, w): ...
 
-Compiling a graph for O1 runs the fusion pass (passes/fusion.py): chains of elementwise ops and
+Compiling a graph for O1 first folds transposes into the matrix products around them
+(passes/transpose_folding.py: `transpose(a @ b)` becomes `b^T @ a^T`, so a weight gradient comes
+out of its GEMM in the weight's layout instead of as a strided view someone copies later), then
+runs the fusion pass (passes/fusion.py): chains of elementwise ops and
 elementwise ops around trailing-axis reductions become single nodes whose kernels are generated
 C, compiled once with cffi and cached on disk (graph/codegen). The fused graph then runs exactly
 like O0 - the same plan, the same step loop, the same strategies (heap, arena when
 `set_context(memory_optimize_level="O1")` asks for SOMAS planning, several streams, profiling) -
 only with fewer, bigger kernels. Without a C compiler fusion is skipped (warned once) and O1
-equals O0.
+is O0 on the folded graph.
 
-`executor.graph` is the fused graph (print it to see the groups), `executor.source_graph` the
-captured one, `executor.fusion` the pass's result (`.fused`: the FusedPrimitives, each with its
+`executor.graph` is the folded and fused graph (print it to see the groups), `executor.source_graph`
+the captured one, `executor.fusion` the pass's result (`.fused`: the FusedPrimitives, each with its
 `c_source`). With `MS_DEV_SAVE_GRAPHS=1` / `MINISPORE_DUMP_IR=1` the fused graph is printed too.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import sys
 
 from ..passes.fusion import fuse
+from ..passes.transpose_folding import fold_transposes_here
 from ..printer import dump_enabled, format_graph
 from .executor import O0Executor, arena_requested
 
@@ -36,7 +40,7 @@ class O1Executor(O0Executor):
 
     def __init__(self, graph, record_live: bool = False, arena=None, n_streams=None):
         self.source_graph = graph
-        self.fusion = fuse(graph)
+        self.fusion = fuse(graph, prepare=fold_transposes_here)
         if arena is None:
             arena = arena_requested()
         if dump_enabled() and self.fusion.fused:

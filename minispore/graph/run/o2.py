@@ -1,8 +1,9 @@
 """jit_level "O2": whole-graph sink - the graph becomes ONE generated Python function.
 
 MindSpore's O2 hands the whole graph to the device (GE on Ascend) and drives it with one call per
-step. Here the graph (after operator fusion, as in O1) is turned into the source code of one
-Python function that calls every kernel in schedule order, compiled once with `compile()`:
+step. Here the graph (after O1's passes: transpose folding and operator fusion) is turned into
+the source code of one Python function that calls every kernel in schedule order, compiled once
+with `compile()`:
 
     def sink_loss_fn(*args):                     # generated; `executor.source` shows all of it
         try:
@@ -60,6 +61,7 @@ from ..ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value
 from ..memory.arena import Arena
 from ..memory.call_plans import graph_plan
 from ..passes.fusion import FusedPrimitive, fuse
+from ..passes.transpose_folding import fold_transposes_here
 from ..printer import dump_enabled, format_graph
 from .loop import conform, host_arguments, host_results, locate_error, truth
 from .plan import build_plan
@@ -115,7 +117,8 @@ class O2Executor:
     def __init__(self, graph: Graph, arena=None, fuse_graph: bool = True, plan=None):
         self.source_graph = graph
         if fuse_graph:
-            self.fusion = fuse(graph)
+            # the O1 passes: transposes folded into the GEMMs that read them, then operator fusion
+            self.fusion = fuse(graph, prepare=fold_transposes_here)
             graph = self.fusion.graph
             if dump_enabled() and self.fusion.fused:
                 print(f"# minispore IR of '{graph.name}' after operator fusion (jit_level O2): "

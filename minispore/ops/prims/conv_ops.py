@@ -16,6 +16,14 @@ with each other: the set is closed under differentiation (grad-of-grad to any or
 Each primitive has two kernels: a plain one (`_*_plain`, whole batch at once: the readable
 reference) and the fast one the primitive runs (`_*_fast`: the same products a cache-sized chunk
 of images at a time, and the stride-1 input gradient as a convolution); see "Fast kernels" below.
+The fast kernels route each convolution to one of three im2col layouts, by shape:
+  * kernel-row GEMMs (`_row_gemms`: stride 1, ungrouped, wide images such as a CNN's first
+    stages): KW shifted copies of the image instead of KH*KW, and KH GEMMs over views of them;
+  * channels-last (`_channels_last`: ungrouped KxK kernels with C_in*KW >= 64, any stride: the
+    deeper layers and the stride-2 downsampling convs): NHWC columns, copied in runs of KW*C;
+  * NCHW (`_Columns`: everything else: the few-channel stem, 1x1 and grouped convolutions).
+Which layout ran never changes the result beyond float rounding; tests/ops/test_fast_conv_bn.py
+forces each one on every test case.
 """
 from __future__ import annotations
 
@@ -244,6 +252,10 @@ def _conv2d_fast(x, w, stride, pads, dilation, groups):
     n = x.shape[0]
     cout, cg, kh, kw = w.shape
     oh, ow = _geometry("conv2d", x.shape, w.shape, stride, pads, dilation, groups)[2:]
+    if _row_gemms(w.shape, stride, groups, (oh, ow)):
+        return _conv2d_row_gemms(x, w, pads, dilation, (oh, ow))
+    if _channels_last(w.shape, groups):
+        return _conv2d_channels_last(x, w, stride, pads, dilation, (oh, ow))
     cols = _Columns(x, (kh, kw), stride, pads, dilation, groups, (oh, ow))
     q = cols.q
     y_buf = _Buffer(cout * cols.nb * oh * q, x.dtype)
@@ -263,6 +275,10 @@ def _backprop_filter_fast(dy, x, w_shape, stride, pads, dilation, groups):
     n, cout, oh, ow = dy.shape
     _, cg, kh, kw = w_shape
     cog = cout // groups
+    if _row_gemms(w_shape, stride, groups, (oh, ow)):
+        return _backprop_filter_row_gemms(dy, x, w_shape, pads, dilation)
+    if _channels_last(w_shape, groups):
+        return _backprop_filter_channels_last(dy, x, w_shape, stride, pads, dilation)
     cols = _Columns(x, (kh, kw), stride, pads, dilation, groups, (oh, ow))
     q = cols.q
     dy_buf = _Buffer(cout * cols.nb * oh * q, x.dtype)
@@ -292,8 +308,10 @@ def _transposed_conv_pads(x_shape, w_shape, dy_hw, stride, pads, dilation):
 
 def _backprop_input_fast(dy, w, x_shape, stride, pads, dilation, groups):
     """Stride 1: a forward convolution of dy (`_transposed_conv_pads`), an im2col copy instead of a
-    scatter. Unpadded 1x1: one GEMM, written onto the strided pixels. Otherwise per chunk: columns = W^T @ dy (one GEMM per group), then col2im as KH*KW
-    strided adds (within one kernel offset the windows never overlap, so `+=` is exact)."""
+    scatter. Unpadded 1x1: one GEMM, written onto the strided pixels. Long window rows: the
+    channels-last col2im (`_backprop_input_channels_last`). Otherwise per chunk: columns = W^T @ dy
+    (one GEMM per group), then col2im as KH*KW strided adds (within one kernel offset the windows
+    never overlap, so `+=` is exact)."""
     dy, w = _half_to_float32(dy, w)
     n, cin, h, wd = x_shape
     cout, cg, kh, kw = w.shape
@@ -316,6 +334,8 @@ def _backprop_input_fast(dy, w, x_shape, stride, pads, dilation, groups):
         wt1 = np.ascontiguousarray(w.reshape(cout, cin).T)
         dx[:, :, :(oh - 1) * sh + 1:sh, :(ow - 1) * sw + 1:sw] = (wt1 @ dy.reshape(n, cout, p)).reshape(n, cin, oh, ow)
         return dx
+    if _channels_last(w.shape, groups):
+        return _backprop_input_channels_last(dy, w, x_shape, stride, pads, dilation)
     nb, chunks = _chunks(n, p)
     wt = np.ascontiguousarray(w.reshape(groups, cog, k).transpose(0, 2, 1))        # (G, Cg*KH*KW, Cog)
     dy_buf, cols_buf = _Buffer(cout * nb * p, dy.dtype), _Buffer(cin * kh * kw * nb * p, dy.dtype)
@@ -334,6 +354,241 @@ def _backprop_input_fast(dy, w, x_shape, stride, pads, dilation, groups):
             for j in range(kw):
                 acc[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw] += cols[:, i, j]
         dx[n0:n1] = acc[:, :, pt:pt + h, pl:pl + wd].transpose(1, 0, 2, 3)
+    return dx
+
+
+# -------------------------------------------------------------------------------------------------
+# Kernel-row GEMMs (stride 1, ungrouped, large images). With one zero-padded image flattened to
+# (C, Hp*Wp) rows, output position r*Wp + q of kernel offset (i, j) reads flat position
+# (r + i*dh)*Wp + q + j*dw: a shift. So KW shifted copies of the image, R[(c, j), t] = flat[c, t + j*dw]
+# (a (C*KW, Hp*Wp) matrix), hold the im2col columns of EVERY kernel row: those of row i are the view
+# R[:, i*dh*Wp : i*dh*Wp + OH*Wp] (no copy). The convolution is then KH GEMMs with K = C*KW summed,
+# and the im2col copy shrinks from KH*KW to KW copies of the input. As with the row windows, the
+# Wp - OW columns per output row that wrap into the next row are computed and dropped (the filter
+# gradient zeroes their dy). A chunk is a few whole images (_ROW_GEMMS_CHUNK positions): its
+# columns stay in L2.
+# Used where an image has at least _ROW_GEMMS_MIN_POSITIONS outputs (the early, wide layers) and a
+# window row is long enough for a useful GEMM depth (C*KW >= _ROW_GEMMS_MIN_DEPTH).
+# Plain references: `_conv2d_plain`, `_backprop_filter_plain` (the whole-batch im2col GEMM).
+_ROW_GEMMS_MIN_POSITIONS = 512
+_ROW_GEMMS_MIN_DEPTH = 32
+_ROW_GEMMS_CHUNK = 1024              # output rows x Wp per chunk (whole images; at least one)
+
+
+def _row_gemms(w_shape, stride, groups, out_hw):
+    """Use the kernel-row GEMM kernels for this stride-1 convolution?"""
+    _, cg, kh, kw = w_shape
+    return (groups == 1 and tuple(stride) == (1, 1) and kh > 1 and cg * kw >= _ROW_GEMMS_MIN_DEPTH
+            and out_hw[0] * out_hw[1] >= _ROW_GEMMS_MIN_POSITIONS)
+
+
+class _ShiftedRows:
+    """The KW shifted copies of a chunk of zero-padded images: `get(n0, n1)` is R (C*KW, m*Hp*Wp)
+    for images n0:n1 (m of them, laid out one after another, (C, m, Hp, Wp) flattened);
+    `kernel_row(R, i, m)` its (C*KW, positions(m)) columns for kernel row i (a view). The positions
+    run over all m images: image k's output row r, column q is position k*Hp*Wp + r*Wp + q; rows
+    r >= OH (reading into the next image) and columns q >= OW are computed and dropped."""
+
+    def __init__(self, x, kernel, pads, dilation, out_hw):
+        n, cin, h, w = x.shape
+        kh, kw = kernel
+        self.x, self.top, self.left, self.dh, self.dw, self.kw = x, pads[0], pads[2], dilation[0], dilation[1], kw
+        self.oh = out_hw[0]
+        self.hp, self.wp = _padded_hw((h, w), kernel, (1, 1), pads, dilation, out_hw)
+        self.image = self.hp * self.wp
+        self.nb = max(1, min(n, _ROW_GEMMS_CHUNK // (self.oh * self.wp)))
+        self.chunks = [(i, min(i + self.nb, n)) for i in range(0, n, self.nb)]
+        # one spare zero row: the shifted copies read up to (KW-1)*dw past the last image's end
+        self.padded = np.zeros((cin, self.nb * self.image + self.wp), x.dtype)
+        self.images = self.padded[:, :self.nb * self.image].reshape(cin, self.nb, self.hp, self.wp)
+        self.rows = np.empty((cin, kw, self.nb * self.image), x.dtype)
+
+    def positions(self, m):
+        return (m - 1) * self.image + self.oh * self.wp
+
+    def get(self, n0, n1):
+        h, w = self.x.shape[2:]
+        m = n1 - n0
+        self.images[:, :m, self.top:self.top + h, self.left:self.left + w] = self.x[n0:n1].transpose(1, 0, 2, 3)
+        size = m * self.image
+        rows = self.rows[:, :, :size]
+        for j in range(self.kw):
+            rows[:, j] = self.padded[:, j * self.dw:j * self.dw + size]
+        return rows.reshape(-1, size)
+
+    def kernel_row(self, r, i, m):
+        off = i * self.dh * self.wp
+        return r[:, off:off + self.positions(m)]
+
+
+def _conv2d_row_gemms(x, w, pads, dilation, out_hw):
+    """y (C_out, positions) per chunk = sum over kernel rows i of W[:, :, i, :] (C_out, C*KW) @ the
+    row's columns. Saves: the KH*KW-fold im2col copy (KW-fold here; `_conv2d_plain` is the reference)."""
+    n, cout, kh = x.shape[0], w.shape[0], w.shape[2]
+    oh, ow = out_hw
+    rows = _ShiftedRows(x, w.shape[2:], pads, dilation, out_hw)
+    w_rows = [np.ascontiguousarray(w[:, :, i, :]).reshape(cout, -1) for i in range(kh)]   # columns (c, j)
+    y_buf, part_buf = _Buffer(cout * rows.nb * rows.image, x.dtype), _Buffer(cout * rows.nb * rows.image, x.dtype)
+    out = np.empty((n, cout, oh, ow), x.dtype)
+    isz = x.dtype.itemsize
+    for n0, n1 in rows.chunks:
+        m = n1 - n0
+        r = rows.get(n0, n1)
+        # y and part contiguous: NumPy's `+=` on a strided 2-d slice runs ~4x slower than on a contiguous array
+        p = rows.positions(m)
+        y, part = y_buf.take((cout, p)), part_buf.take((cout, p))
+        np.matmul(w_rows[0], rows.kernel_row(r, 0, m), out=y)
+        for i in range(1, kh):
+            np.matmul(w_rows[i], rows.kernel_row(r, i, m), out=part)
+            y += part
+        # image k's output row r, column q is position k*Hp*Wp + r*Wp + q (in bounds: p ends at the last row)
+        view = as_strided(y, (cout, m, oh, ow), (p * isz, rows.image * isz, rows.wp * isz, isz), writeable=False)
+        out[n0:n1] = view.transpose(1, 0, 2, 3)
+    return out
+
+
+def _backprop_filter_row_gemms(dy, x, w_shape, pads, dilation):
+    """dW[:, :, i, :] (C_out, C*KW) = sum over chunks of dy (C_out, positions) @ (kernel row i's
+    columns)^T, dy zero at the dropped positions. Saves: the KH*KW-fold im2col copy (KW-fold here;
+    `_backprop_filter_plain` is the reference)."""
+    n, cout, oh, ow = dy.shape
+    _, cin, kh, kw = w_shape
+    rows = _ShiftedRows(x, (kh, kw), pads, dilation, (oh, ow))
+    d = np.zeros((cout, rows.nb, rows.hp, rows.wp), dy.dtype)        # the dropped positions stay 0
+    dw = np.zeros((kh, cout, cin * kw), dy.dtype)
+    part = np.empty((cout, cin * kw), dy.dtype)
+    for n0, n1 in rows.chunks:
+        m = n1 - n0
+        r = rows.get(n0, n1)
+        d[:, :m, :oh, :ow] = dy[n0:n1].transpose(1, 0, 2, 3)
+        dd = d.reshape(cout, -1)[:, :rows.positions(m)]
+        for i in range(kh):
+            np.matmul(dd, rows.kernel_row(r, i, m).T, out=part)
+            dw[i] += part
+    return np.ascontiguousarray(dw.reshape(kh, cout, cin, kw).transpose(1, 2, 0, 3))
+
+
+# -------------------------------------------------------------------------------------------------
+# Channels-last kernels. In NCHW, the im2col copy of a window moves runs of OW pixels (4 floats for a
+# 4x4 feature map) or, at stride 2, single pixels: for the deep, narrow layers of a CNN the copy then
+# costs as much as the GEMM. With the padded input laid out (N, H, W, C), one window row (KW pixels x
+# C channels) is ONE contiguous run of KW*C values, so the copy moves long runs for any spatial size
+# and stride. The kernels below transpose a chunk of images at a time to NHWC, build its
+# (images*OH*OW, KH*KW*C) columns and run one 2-d GEMM per chunk, whose result is transposed into
+# the NCHW output while it is still in cache. They apply to ungrouped convolutions with a kernel
+# wider than 1x1 whose window rows are long (`_channels_last`); the NCHW kernels above keep the
+# rest (few channels, where the "row windows" runs of OH*Wp are longer, 1x1 and grouped convs).
+# Plain references: `_conv2d_plain`, `_backprop_input_plain`, `_backprop_filter_plain` (the same
+# arithmetic, whole batch, NCHW); tests/ops/test_fast_conv_bn.py compares them.
+_CHANNELS_LAST_MIN_RUN = 64          # KW * C_in at which the NHWC window rows beat the NCHW im2col
+_CHANNELS_LAST_CHUNK = 1 << 18       # column elements per chunk (1 MB of float32: stays in L2)
+
+
+def _channels_last(w_shape, groups):
+    """Use the channels-last kernels for this weight (C_out, C_in/groups, KH, KW)?"""
+    _, cg, kh, kw = w_shape
+    return groups == 1 and kh * kw > 1 and cg * kw >= _CHANNELS_LAST_MIN_RUN
+
+
+class _ColumnsNHWC:
+    """Channels-last im2col of x (N, C, H, W), a chunk of images at a time: each chunk is copied
+    into one reused zero-bordered (images, Hp, Wp, C) buffer (the borders are zeroed once);
+    `get(n0, n1)` is the (images * OH * OW, KH*KW*C) column matrix of images n0:n1 (rows: image,
+    output row, output column; columns: kernel row i, kernel column j, channel c)."""
+
+    def __init__(self, x, kernel, stride, pads, dilation, out_hw):
+        n, cin, h, w = x.shape
+        kh, kw = kernel
+        ph, pw = _padded_hw((h, w), kernel, stride, pads, dilation, out_hw)
+        self.p = out_hw[0] * out_hw[1]
+        self.k = kh * kw * cin
+        self.nb = max(1, min(n, _CHANNELS_LAST_CHUNK // (self.p * self.k)))
+        self.chunks = [(i, min(i + self.nb, n)) for i in range(0, n, self.nb)]
+        self.x, self.top, self.left = x, pads[0], pads[2]
+        self.padded = np.zeros((self.nb, ph, pw, cin), x.dtype)
+        s_n, s_h, s_w, s_c = self.padded.strides
+        # [n, oh, ow, i, j, c] = padded[n, oh*sh + i*dh, ow*sw + j*dw, c]: for dw = 1 the (j, c) pair is one run
+        self.windows = as_strided(self.padded, (self.nb, out_hw[0], out_hw[1], kh, kw, cin),
+                                  (s_n, stride[0] * s_h, stride[1] * s_w, dilation[0] * s_h, dilation[1] * s_w, s_c),
+                                  writeable=False)
+        self.buf = _Buffer(self.nb * self.p * self.k, x.dtype)
+
+    def get(self, n0, n1):
+        m = n1 - n0
+        h, w = self.x.shape[2:]
+        self.padded[:m, self.top:self.top + h, self.left:self.left + w] = self.x[n0:n1].transpose(0, 2, 3, 1)
+        win = self.windows[:m]
+        cols = self.buf.take(win.shape)
+        np.copyto(cols, win)
+        return cols.reshape(m * self.p, self.k)
+
+
+def _conv2d_channels_last(x, w, stride, pads, dilation, out_hw):
+    """y (images*OH*OW, C_out) = columns @ W^T per chunk, transposed into the NCHW output.
+    Saves: the short-run NCHW im2col copy (`_conv2d_plain` is the reference)."""
+    n, cout = x.shape[0], w.shape[0]
+    kh, kw = w.shape[2:]
+    oh, ow = out_hw
+    cols = _ColumnsNHWC(x, (kh, kw), stride, pads, dilation, out_hw)
+    wt = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(cols.k, cout)        # rows (i, j, c)
+    y_buf = _Buffer(cols.nb * cols.p * cout, x.dtype)
+    out = np.empty((n, cout, oh, ow), x.dtype)
+    for n0, n1 in cols.chunks:
+        m = n1 - n0
+        y = np.matmul(cols.get(n0, n1), wt, out=y_buf.take((m * cols.p, cout)))
+        out[n0:n1] = y.reshape(m, oh, ow, cout).transpose(0, 3, 1, 2)
+    return out
+
+
+def _backprop_filter_channels_last(dy, x, w_shape, stride, pads, dilation):
+    """dW (C_out, KH*KW*C) accumulated over chunks as dy^T (C_out, P) @ columns (P, KH*KW*C), the
+    columns (the large operand) row-major. Saves: the short-run NCHW im2col copy."""
+    n, cout, oh, ow = dy.shape
+    _, cin, kh, kw = w_shape
+    cols = _ColumnsNHWC(x, (kh, kw), stride, pads, dilation, (oh, ow))
+    dyt = dy.transpose(0, 2, 3, 1)                                                 # (N, OH, OW, C_out) view
+    d_buf = _Buffer(cols.nb * cols.p * cout, dy.dtype)
+    dw = np.zeros((cout, cols.k), dy.dtype)
+    part = np.empty_like(dw)
+    for n0, n1 in cols.chunks:
+        d = d_buf.take((n1 - n0, oh, ow, cout))
+        np.copyto(d, dyt[n0:n1])
+        np.matmul(d.reshape(-1, cout).T, cols.get(n0, n1), out=part)
+        dw += part
+    return np.ascontiguousarray(dw.reshape(cout, kh, kw, cin).transpose(0, 3, 1, 2))
+
+
+def _backprop_input_channels_last(dy, w, x_shape, stride, pads, dilation):
+    """Per chunk: columns (P, KH*KW*C) = dy (P, C_out) @ W (C_out, KH*KW*C), then col2im as KH*KW
+    strided adds of (images, OH, OW, C) blocks onto the padded NHWC gradient (runs of C values; within
+    one kernel offset the windows never overlap, so `+=` is exact). Saves: the NCHW col2im's
+    single-pixel strided adds at stride 2 (`_backprop_input_plain` is the reference)."""
+    n, cin, h, wd = x_shape
+    cout, _, kh, kw = w.shape
+    oh, ow = dy.shape[2:]
+    (sh, sw), (dh, dw_) = stride, dilation
+    ph, pw = _padded_hw((h, wd), (kh, kw), stride, pads, dilation, (oh, ow))
+    k, p = kh * kw * cin, oh * ow
+    nb = max(1, min(n, _CHANNELS_LAST_CHUNK // (p * k)))
+    w2 = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).reshape(cout, k)            # columns (i, j, c)
+    dyt = dy.transpose(0, 2, 3, 1)
+    d_buf, cols_buf = _Buffer(nb * p * cout, dy.dtype), _Buffer(nb * p * k, dy.dtype)
+    acc_buf = _Buffer(nb * ph * pw * cin, dy.dtype)
+    dx = np.empty(x_shape, dy.dtype)
+    pt, pl = pads[0], pads[2]
+    for n0 in range(0, n, nb):
+        n1 = min(n0 + nb, n)
+        m = n1 - n0
+        d = d_buf.take((m, oh, ow, cout))
+        np.copyto(d, dyt[n0:n1])
+        cols = np.matmul(d.reshape(m * p, cout), w2, out=cols_buf.take((m * p, k))).reshape(m, oh, ow, kh, kw, cin)
+        acc = acc_buf.take((m, ph, pw, cin))
+        acc.fill(0)
+        for i in range(kh):
+            for j in range(kw):
+                rows = slice(i * dh, i * dh + (oh - 1) * sh + 1, sh)
+                acc[:, rows, j * dw_:j * dw_ + (ow - 1) * sw + 1:sw] += cols[:, :, :, i, j]
+        dx[n0:n1] = acc[:, pt:pt + h, pl:pl + wd].transpose(0, 3, 1, 2)
     return dx
 
 
