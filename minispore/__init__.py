@@ -39,6 +39,7 @@ _LAZY = {
     "Layout": "minispore.parallel",
     "transform_checkpoints": "minispore.parallel",
     "transform_checkpoint_by_rank": "minispore.parallel",
+    "rank_list_for_transform": "minispore.parallel",
     "merge_sliced_parameter": "minispore.parallel",
     "build_searched_strategy": "minispore.parallel",
     "load_distributed_checkpoint": "minispore.parallel",

@@ -150,7 +150,9 @@ def backward(outputs, douts, target_nodes):
                 keep[k] = o
 
     pop_grad = grads.pop
-    for node in reversed(order):
+    hooks = _hooks_for_this_backward() if _ready_hooks else None
+    walk = reversed(order) if hooks is None else _walk_firing_ready(order, stop, target_nodes, grads, hooks)
+    for node in walk:
         prim = node.prim
         if prim is None or id(node) in stop:
             continue
@@ -199,6 +201,97 @@ def backward(outputs, douts, target_nodes):
         if n is not None and id(n) in stop:
             result[id(n)] = g if id(n) not in result else result[id(n)] + g
     return [result.get(id(n)) for n in target_nodes], order
+
+
+# ---- gradient-ready hooks ------------------------------------------------------------------
+# A data-parallel reducer overlaps communication with backward (as PyTorch DDP's reducer does):
+# it starts the all-reduce of a gradient bucket as soon as every gradient in it is final, while
+# the walk goes on computing the gradients of earlier layers. For that it needs to hear, during
+# `backward`, the moment a leaf's gradient can no longer change. That moment is known exactly
+# from the node order: a leaf's gradient is final once the walk has passed the last node (in walk
+# order) that has the leaf among its inputs. `_walk_firing_ready` wraps the walk and, before it
+# hands out the next node, calls the hooks for the leaves whose last consumer was the node just
+# processed; leaves no node consumed (or that got no gradient) are reported when the walk ends.
+#
+# Cost: when no hook is registered, `backward` runs the very same loop over `reversed(order)`
+# (one list-truthiness test per call). A hook fires only for the backward of the gradient level
+# it was registered at (`grad_state.depth` then equals the depth `backward` runs at): a gradient
+# taken inside the forward pass (a gradient penalty, grad of grad) does not trigger it.
+
+_ready_hooks = []        # [(callback(leaf_tensor, grad_or_None), depth)]
+
+
+class GradReadyHook:
+    """Handle of a registered gradient-ready callback; `remove()` or use it as a context manager."""
+
+    __slots__ = ("_entry",)
+
+    def __init__(self, entry):
+        self._entry = entry
+
+    def remove(self):
+        try:
+            _ready_hooks.remove(self._entry)
+        except ValueError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_grad_ready_hook(callback) -> GradReadyHook:
+    """Call `callback(tensor, grad)` during the next backward passes of gradients taken at the
+    current nesting depth, once for every differentiated tensor (a Parameter in `weights`, or an
+    input at `grad_position`), at the moment its gradient is final. `grad` is the raw accumulated
+    gradient (before grad's cast to the tensor's dtype), or None if none reached the tensor."""
+    entry = (callback, grad_state.depth)
+    _ready_hooks.append(entry)
+    return GradReadyHook(entry)
+
+
+def _hooks_for_this_backward():
+    d = grad_state.depth
+    hooks = [cb for cb, depth in _ready_hooks if depth == d]
+    return hooks or None
+
+
+def _walk_firing_ready(order, stop, target_nodes, grads, hooks):
+    """Yield `reversed(order)`; call the hooks for each target leaf as soon as its gradient is final."""
+    n = len(order)
+    targets = {}                         # id(leaf tensor) -> leaf tensor
+    for leaf in target_nodes:
+        t = leaf.outputs
+        if isinstance(t, Tensor):
+            targets[id(t)] = t
+    last_use = {}                        # id(leaf tensor) -> walk position of its last consumer
+    for pos in range(n):
+        node = order[n - 1 - pos]
+        if node.prim is None or id(node) in stop:
+            continue
+        for x in node.inputs:
+            if isinstance(x, Tensor) and id(x) in targets:
+                last_use[id(x)] = pos
+    ready_after = {}                     # walk position -> leaves final once it is processed
+    for k, pos in last_use.items():
+        ready_after.setdefault(pos, []).append(targets[k])
+    fired = set()
+
+    def fire(leaves):
+        for t in leaves:
+            fired.add(id(t))
+            g = grads.get(id(t))
+            for cb in hooks:
+                cb(t, g)
+
+    for pos in range(n):
+        yield order[n - 1 - pos]
+        leaves = ready_after.get(pos)
+        if leaves:
+            fire(leaves)
+    fire([t for k, t in targets.items() if k not in fired])
 
 
 def release(order):

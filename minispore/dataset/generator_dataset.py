@@ -44,13 +44,48 @@ def _to_row(op, row, n_columns):
     return tuple(as_array(op, value) for value in row)
 
 
+def _check_shards(op, num_shards, shard_id, kind):
+    """MindSpore's rules: both or neither, num_shards >= 1, shard_id in [0, num_shards), and a
+    random-accessible source (the rows are split by index)."""
+    if num_shards is None and shard_id is None:
+        return None, None
+    if num_shards is None or shard_id is None:
+        raise OpValueError(op, "'num_shards' and 'shard_id' given together",
+                           f"num_shards={num_shards!r}, shard_id={shard_id!r}")
+    for name, v in (("num_shards", num_shards), ("shard_id", shard_id)):
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise OpTypeError(op, f"'{name}' to be an int", type(v).__name__)
+    if num_shards < 1:
+        raise OpValueError(op, "'num_shards' >= 1", repr(num_shards))
+    if not 0 <= shard_id < num_shards:
+        raise OpValueError(op, f"'shard_id' in [0, {num_shards})", repr(shard_id))
+    if kind != "random_access":
+        raise OpValueError(op, "a random-accessible source (__getitem__ and __len__) for num_shards/shard_id",
+                           f"a source of kind '{kind}'")
+    return int(num_shards), int(shard_id)
+
+
+def _shard_rows(order, num_shards, shard_id):
+    """MindSpore's DistributedSampler (even_dist): shard r takes rows r, r+n, r+2n, ... of the
+    (shuffled) order, ceil(N/n) of them, wrapping around to the start so every shard has as many.
+    With equal local batches b, batch k of all shards together is rows [k*n*b, (k+1)*n*b) of the
+    order: exactly the single-process global batch k of size n*b (data parallelism's contract).
+    Every rank must shuffle with the same seed (`ms.set_seed`) to agree on the order."""
+    n = len(order)
+    if n == 0:
+        return order
+    per_shard = -(-n // num_shards)
+    return order[(np.arange(per_shard) * num_shards + shard_id) % n]
+
+
 class GeneratorDataset(Dataset):
     """A dataset whose rows come from Python (see the module docstring for the kinds of `source`).
 
     Args follow MindSpore: `column_names` (required here: a str or list of str), `shuffle` (None:
     shuffle random-accessible sources, keep order for iterables; True for an iterable is an error),
-    `num_samples` (use only the first rows, after shuffling). `column_types`, `schema`, `sampler`,
-    `num_shards`, `shard_id` are not supported; `num_parallel_workers`, `python_multiprocessing` and
+    `num_samples` (use only the first rows, after shuffling and sharding), `num_shards` / `shard_id`
+    (this rank's slice for data parallelism, see `_shard_rows`). `column_types`, `schema`,
+    `sampler` are not supported; `num_parallel_workers`, `python_multiprocessing` and
     `max_rowsize` are accepted and ignored.
     """
 
@@ -58,8 +93,7 @@ class GeneratorDataset(Dataset):
                  num_parallel_workers=1, shuffle=None, sampler=None, num_shards=None, shard_id=None,
                  python_multiprocessing=True, max_rowsize=None):
         op = "GeneratorDataset"
-        for name, value in (("column_types", column_types), ("schema", schema), ("sampler", sampler),
-                            ("num_shards", num_shards), ("shard_id", shard_id)):
+        for name, value in (("column_types", column_types), ("schema", schema), ("sampler", sampler)):
             if value is not None:
                 raise OpValueError(op, f"'{name}'=None (not supported by minispore)", repr(value)[:60])
         if isinstance(column_names, str):
@@ -87,6 +121,7 @@ class GeneratorDataset(Dataset):
         if shuffle and self._kind != "random_access":
             raise OpValueError(op, "shuffle=None or False for a source without __getitem__ and __len__",
                                "shuffle=True")
+        self.num_shards, self.shard_id = _check_shards(op, num_shards, shard_id, self._kind)
         self.source = source
         self.column_names = list(column_names)
         self.num_samples = None if num_samples is None else int(num_samples)
@@ -99,6 +134,8 @@ class GeneratorDataset(Dataset):
             order = np.arange(len(self.source))
             if self.shuffled:
                 order = rng.permutation(order)
+            if self.num_shards is not None:
+                order = _shard_rows(order, self.num_shards, self.shard_id)
             if self.num_samples is not None:
                 order = order[:self.num_samples]
             for i in order:
@@ -116,6 +153,8 @@ class GeneratorDataset(Dataset):
     def _num_rows(self) -> int:
         if self._kind == "random_access":
             n = len(self.source)
+            if self.num_shards is not None:
+                n = -(-n // self.num_shards) if n else 0
             return n if self.num_samples is None else min(n, self.num_samples)
         return super()._num_rows()
 

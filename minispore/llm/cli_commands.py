@@ -272,6 +272,10 @@ def add_generate_args(parser: argparse.ArgumentParser):
     parser.add_argument("--kv-cache", choices=("contiguous", "paged"), default="contiguous",
                         help="KV cache layout (default contiguous; paged: fixed-size blocks and block tables)")
     parser.add_argument("--block-size", type=int, default=16, help="positions per block of the paged cache (default 16)")
+    parser.add_argument("--tp", type=int, default=1, metavar="N",
+                        help="tensor parallel: split the model over N processes, Megatron-style (started through "
+                             "msrun's launcher; needs the dist extra); the same text as one process (default 1)")
+    parser.add_argument("--tp-output", default=None, help=argparse.SUPPRESS)     # rank 0 -> the launching process
 
 
 _TRAIN_FIRST = ("generate reads the output directory of `minispore train` (or one of its ckpt-NNNNNN "
@@ -350,18 +354,92 @@ def load_for_generation(ckpt):
     return model, tokenizer
 
 
-def run_generate(args) -> int:
-    from ..backend.registry import check_environment
+def _generate_text(model, tokenizer, args) -> str:
     from .generate import generate_text
-    check_environment()
-    if args.top_k is not None and args.top_k < 0:
-        raise OpValueError("generate", "--top-k >= 0", str(args.top_k))
-    model, tokenizer = load_for_generation(args.ckpt)
-    text = generate_text(model, tokenizer, args.prompt, max_new_tokens=args.max_new_tokens,
+    return generate_text(model, tokenizer, args.prompt, max_new_tokens=args.max_new_tokens,
                          temperature=args.temperature, top_k=args.top_k or None, seed=args.seed,
                          use_cache=not args.no_cache, top_p=args.top_p, repetition_penalty=args.repetition_penalty,
                          stop=tuple(s.replace("\\n", "\n").replace("\\t", "\t") for s in args.stop),
                          kv_cache=args.kv_cache, block_size=args.block_size)
+
+
+def _generate_argv(args, output) -> list:
+    """The `generate` command line each rank of a `--tp` job runs: these options, plus where rank 0
+    writes the text."""
+    argv = ["generate", "--ckpt", os.fspath(args.ckpt), f"--prompt={args.prompt}",
+            "--max-new-tokens", str(args.max_new_tokens), "--temperature", repr(args.temperature),
+            "--top-k", str(args.top_k), "--top-p", repr(args.top_p),
+            "--repetition-penalty", repr(args.repetition_penalty), "--seed", str(args.seed),
+            "--kv-cache", args.kv_cache, "--block-size", str(args.block_size), "--tp", str(args.tp),
+            "--tp-output", output]
+    for text in args.stop:
+        argv.append(f"--stop={text}")
+    return argv + (["--no-cache"] if args.no_cache else [])
+
+
+def _launch_tensor_parallel(args) -> int:
+    """`generate --tp N` from a shell: run the same command on N ranks through msrun's launcher
+    (its failure reporting included), then print the text rank 0 wrote."""
+    import tempfile
+    from ..communication.launcher import launch
+    from ..train.checkpoint_manager import read_state
+    from .tensor_parallel import check_divisible
+    from .trainer import run_config
+    # a config that cannot be split is refused here, before N processes start and fail alike
+    _check_checkpoint_path(os.fspath(args.ckpt))
+    check_divisible(LlamaConfig.from_dict(run_config(read_state(args.ckpt), "generate", ("model",))["model"]),
+                    args.tp)
+    with tempfile.TemporaryDirectory(prefix="minispore-tp-") as folder:
+        script = os.path.join(folder, "generate_tp.py")        # what every rank runs: the minispore CLI
+        with open(script, "w") as f:
+            f.write("import sys\nfrom minispore.cli import main\nsys.exit(main())\n")
+        output = os.path.join(folder, "text.txt")
+        job = argparse.Namespace(worker_num=args.tp, local_worker_num=None, master_addr="127.0.0.1",
+                                 master_port=8118, node_rank=-1, log_dir=None, join=True, cluster_time_out=600,
+                                 script=script, script_args=_generate_argv(args, output))
+        status = launch(job)
+        if status != 0:
+            return status
+        with open(output, encoding="utf-8") as f:
+            text = f.read()
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _run_tensor_parallel(args) -> int:
+    """One rank of `generate --tp N`: the checkpoint's model split over the world
+    (llm/tensor_parallel.py); every rank computes the same tokens, rank 0 writes them."""
+    from ..communication import get_group_size, get_rank, init
+    from .tensor_parallel import tensor_parallel_llama
+    init()
+    if get_group_size() != args.tp:
+        raise OpValueError("generate", f"--tp {args.tp} equal to the number of processes of the job",
+                           f"{get_group_size()} processes")
+    model, tokenizer = load_for_generation(args.ckpt)
+    model = tensor_parallel_llama(model)
+    model.set_train(False)
+    text = _generate_text(model, tokenizer, args)
+    if get_rank() == 0:
+        if args.tp_output:
+            with open(args.tp_output, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def run_generate(args) -> int:
+    from ..backend.registry import check_environment
+    from ..common.process_groups import launched_by_mpi
+    check_environment()
+    if args.top_k is not None and args.top_k < 0:
+        raise OpValueError("generate", "--top-k >= 0", str(args.top_k))
+    if args.tp < 1:
+        raise OpValueError("generate", "--tp >= 1 (the number of processes to split the model over)", str(args.tp))
+    if args.tp > 1:
+        return _run_tensor_parallel(args) if launched_by_mpi() else _launch_tensor_parallel(args)
+    model, tokenizer = load_for_generation(args.ckpt)
+    text = _generate_text(model, tokenizer, args)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return 0
 

@@ -15,13 +15,14 @@ from .optim import *           # noqa: F401,F403
 from .optim import __all__ as _optim_all
 from .wrap import ForwardValueAndGrad, TrainOneStepCell, WithEvalCell, WithGradCell, WithLossCell
 from .wrap_loss_scale import DynamicLossScaleUpdateCell, FixedLossScaleUpdateCell, TrainOneStepWithLossScaleCell
+from .wrap_grad_reducer import DistributedGradReducer
 from .clip import clip_by_global_norm
 from ..common.tensor import Parameter, ParameterTuple
 
 __all__ = (["Cell", "CellDict", "CellList", "SequentialCell", "CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
             "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell", "WithEvalCell", "WithLossCell",
             "TrainOneStepWithLossScaleCell", "DynamicLossScaleUpdateCell", "FixedLossScaleUpdateCell", "WithGradCell",
-            "ForwardValueAndGrad",
+            "ForwardValueAndGrad", "DistributedGradReducer",
             "clip_by_global_norm", "Parameter", "ParameterTuple"] + list(_layers_all) + list(_optim_all)
            + [n for n in _loss_all if n not in ("CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
                                                "SoftmaxCrossEntropyWithLogits")])

@@ -111,13 +111,28 @@ class ForwardValueAndGrad(Cell):
         return loss, self.grad(self.network)(*inputs)
 
 
+def _grad_reducer_for(weights):
+    """MindSpore's rule: `parallel_mode` data_parallel or hybrid_parallel -> a
+    DistributedGradReducer over the world (mean from `gradients_mean`, degree from `device_num`),
+    otherwise the identity."""
+    from ..common import auto_parallel_context as apc
+    from ..common import process_groups
+    if not apc.is_data_parallel():
+        return Identity()
+    from .wrap_grad_reducer import DistributedGradReducer
+    process_groups.world()      # join the world first, so an unset device_num reads its size
+    return DistributedGradReducer(weights, apc.get_auto_parallel_context("gradients_mean"),
+                                  apc.get_auto_parallel_context("device_num"))
+
+
 class TrainOneStepCell(Cell):
     """`TrainOneStepCell(network, optimizer, sens=None, return_grad=False)`.
 
     `network` returns the loss (e.g. a `WithLossCell`). Gradients are taken with respect to
     `optimizer.parameters` (the same objects, in the same order, the optimizer updates), scaled by
-    `sens` if given, passed through `grad_reducer` (identity on one device; a data-parallel setup
-    replaces it with an all-reduce), then handed to the optimizer.
+    `sens` if given, passed through `grad_reducer`, then handed to the optimizer. `grad_reducer` is
+    the identity unless `parallel_mode` is "data_parallel" or "hybrid_parallel": then it is an
+    `nn.DistributedGradReducer` whose bucketed all-reduces start during backward.
     """
 
     def __init__(self, network, optimizer, sens=None, return_grad=False):
@@ -136,12 +151,19 @@ class TrainOneStepCell(Cell):
         self.weights = self.optimizer.parameters
         self.sens = sens
         self.return_grad = return_grad
-        self.grad_reducer = Identity()
+        self.grad_reducer = _grad_reducer_for(self.weights)
         from ..autograd import value_and_grad
         self._grad_fn = value_and_grad(self.network, grad_position=None, weights=self.weights)
 
     def construct(self, *inputs):
-        loss, grads = self._grad_fn(*inputs)
+        # data parallel: the buckets start their all-reduce during backward (wrap_grad_reducer.py),
+        # unless `sens` will rescale the gradients afterwards (the buckets would be sent twice)
+        overlap = getattr(self.grad_reducer, "overlap_backward", None) if self.sens is None else None
+        if overlap is None:
+            loss, grads = self._grad_fn(*inputs)
+        else:
+            with overlap():
+                loss, grads = self._grad_fn(*inputs)
         if self.sens is not None:
             # the backward pass is linear in the output cotangent: sens * d(loss)
             grads = tuple(g * self.sens for g in grads)

@@ -34,8 +34,11 @@ families keeps a table of primitive names; tests/ops/test_primitive_facts.py che
                reordering across streams, no dead-code or common-subexpression removal by value).
 * `from_shape` for an op whose output depends only on its input's shape and dtype (`zeros_like`):
                the name of the primitive that makes the same value from a shape (`zeros`).
-* `sharding`   `sharding(in_layouts, attrs) -> out_layouts`: how the op propagates tensor layouts in
-               semi-auto parallel (the distributed engine reads it; None: replicate).
+* `sharding`   `sharding(name, ins, outs, layouts, attrs) -> ShardingResult`: how the op propagates
+               tensor layouts in semi-auto parallel: from one `TensorLayout` per tensor input (None
+               for the others) to the output layouts, plus the input layouts it requires where it
+               cannot consume the given ones (ops/sharding.py; the rules are in ops/sharding_rules.py).
+               None: no rule (the distributed engine replicates the op's inputs).
 * `collective` the kernel communicates with the other processes of a group (all_reduce, send ...):
                every rank must issue the same collectives in the same order, so like a `random` op
                it keeps its program position (no reordering across streams, no dead-code removal,

@@ -31,6 +31,7 @@ from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import c_expr
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from . import _native_kernels
 from .elementwise import (add, cast, equal, erf, exp, greater, greater_equal, less, less_equal, logical_and,
@@ -131,7 +132,7 @@ _relu_grad = defprim("relu_grad", _relu_grad_infer, _relu_grad_kernel, _relu_gra
 
 
 _relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)",
-                fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], t.lit(0))), cost=costs.ELEMENTWISE)
+                fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], t.lit(0))), cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 
 
 def relu(input):
@@ -159,7 +160,7 @@ def _leaky_relu_c(a, t, at, raw):
 
 _leaky_relu = defprim("leaky_relu", _float_unary_infer("leaky_relu"), _leaky_relu_kernel, _leaky_relu_bprop,
                       doc="x if x > 0 else alpha * x", fusion=c_expr.rule(_leaky_relu_c),
-                      cost=costs.per_output_element(2))
+                      cost=costs.per_output_element(2), sharding=SR.pointwise)
 
 
 def leaky_relu(input, alpha=0.2):
@@ -189,7 +190,7 @@ def _elu_c(a, t, at, raw):
 
 
 _elu = defprim("elu", _float_unary_infer("elu"), _elu_kernel, _elu_bprop, doc="x if x > 0 else alpha*(exp(x)-1)",
-               fusion=c_expr.rule(_elu_c), cost=costs.per_output_element(3))
+               fusion=c_expr.rule(_elu_c), cost=costs.per_output_element(3), sharding=SR.pointwise)
 
 
 def elu(input_x, alpha=1.0):
@@ -229,7 +230,7 @@ def _hardtanh_c(a, t, at, raw):
 
 
 _hardtanh = defprim("hardtanh", _hardtanh_infer, _hardtanh_kernel, _hardtanh_bprop,
-                    doc="clip to [min_val, max_val]", fusion=c_expr.rule(_hardtanh_c), cost=costs.ELEMENTWISE)
+                    doc="clip to [min_val, max_val]", fusion=c_expr.rule(_hardtanh_c), cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0):
@@ -251,7 +252,7 @@ def _relu6_bprop(inputs, out, dout):
     return (where(logical_and(greater(x, 0), less_equal(x, 6)), dout, zeros_like(dout)),)
 
 
-_relu6 = defprim("relu6", _float_unary_infer("relu6"), _relu6_kernel, _relu6_bprop, doc="min(max(x, 0), 6)")
+_relu6 = defprim("relu6", _float_unary_infer("relu6"), _relu6_kernel, _relu6_bprop, doc="min(max(x, 0), 6)", sharding=SR.pointwise)
 
 
 def relu6(x):
@@ -301,7 +302,7 @@ def _sigmoid_bprop(inputs, out, dout):
 
 _sigmoid = defprim("sigmoid", _float_unary_infer("sigmoid"), _sigmoid_kernel, _sigmoid_bprop,
                    doc="1 / (1 + exp(-x))", fusion=c_expr.rule(lambda a, t, at, raw: c_expr.sigmoid(t, a[0])),
-                   cost=costs.per_output_element(3))
+                   cost=costs.per_output_element(3), sharding=SR.pointwise)
 
 
 def sigmoid(input):
@@ -318,7 +319,7 @@ def _tanh_bprop(inputs, out, dout):
 
 
 _tanh = defprim("tanh", _float_unary_infer("tanh"), _tanh_kernel, _tanh_bprop, doc="hyperbolic tangent",
-               fusion=c_expr.libm("tanh"), cost=costs.ELEMENTWISE)
+               fusion=c_expr.libm("tanh"), cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 
 
 def tanh(input):
@@ -377,7 +378,7 @@ def _silu_grad_bprop(inputs, out, dout):
 
 _silu = defprim("silu", _float_unary_infer("silu"), _silu_kernel, _silu_bprop, doc="x * sigmoid(x)",
                fusion=c_expr.rule(lambda a, t, at, raw: f"({c_expr.sigmoid(t, a[0])} * {a[0]})"),
-               cost=costs.per_output_element(4))
+               cost=costs.per_output_element(4), sharding=SR.pointwise)
 
 
 def _silu_grad_c(a, t, at, raw):
@@ -427,7 +428,7 @@ def _softplus_c(a, t, at, raw):
 
 _softplus = defprim("softplus", _softplus_infer, _softplus_kernel, _softplus_bprop,
                     doc="log(1 + exp(beta*x)) / beta, linear above threshold", fusion=c_expr.rule(_softplus_c),
-                    cost=costs.per_output_element(3))
+                    cost=costs.per_output_element(3), sharding=SR.pointwise)
 
 
 def softplus(input, beta=1, threshold=20):
@@ -566,7 +567,7 @@ def _gelu_c(a, t, at, raw):
 
 
 _gelu = defprim("gelu", _gelu_infer, _gelu_kernel, _gelu_bprop, doc="Gaussian error linear unit",
-                fusion=c_expr.rule(_gelu_c), cost=costs.per_output_element(8))
+                fusion=c_expr.rule(_gelu_c), cost=costs.per_output_element(8), sharding=SR.pointwise)
 
 
 def _gelu_grad_infer(x, y, dout):
@@ -846,11 +847,11 @@ def _log_softmax_grad_bprop(inputs, out, dout, axis=-1):
 
 
 _softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
-                   doc="exp(x) / sum(exp(x)) along an axis", cost=costs.per_output_element(5))
+                   doc="exp(x) / sum(exp(x)) along an axis", cost=costs.per_output_element(5), sharding=SR.softmax)
 _softmax_grad = defprim("softmax_grad", _softmax_grad_infer, _softmax_grad_kernel, _softmax_grad_bprop,
                         doc="fused backward of softmax: y * (dout - sum(dout * y))", cost=costs.per_output_element(4))
 _log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
-                       doc="x - logsumexp(x) along an axis", cost=costs.per_output_element(5))
+                       doc="x - logsumexp(x) along an axis", cost=costs.per_output_element(5), sharding=SR.softmax)
 _log_softmax_grad = defprim("log_softmax_grad", _log_softmax_grad_infer, _log_softmax_grad_kernel,
                             _log_softmax_grad_bprop, doc="fused backward of log_softmax: dout - exp(y) * sum(dout)")
 
@@ -949,7 +950,7 @@ def _clamp_c(a, t, at, raw):
 
 
 _clamp = defprim("clamp", _clamp_infer, _clamp_kernel, _clamp_bprop, doc="min(max(x, min), max)",
-                 fusion=c_expr.rule(_clamp_c), cost=costs.ELEMENTWISE)
+                 fusion=c_expr.rule(_clamp_c), cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 
 
 def clamp(input, min=None, max=None):

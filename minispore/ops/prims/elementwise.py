@@ -15,6 +15,7 @@ from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import c_expr
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import PRIMITIVES, AbstractTensor, defprim
 
 _TENSOR = (Tensor, AbstractTensor)
@@ -237,13 +238,13 @@ def _mod_kernel(a, b):
 
 
 _add = defprim("add", _binary_infer("add"), np.add, _add_bprop, doc="x + y",
-               fusion=c_expr.binary("+"), cost=costs.ELEMENTWISE)
+               fusion=c_expr.binary("+"), cost=costs.ELEMENTWISE, sharding=SR.elementwise_sum)
 _sub = defprim("sub", _binary_infer("sub", numeric_only=True), np.subtract, _sub_bprop, doc="x - y",
-               fusion=c_expr.binary("-"), cost=costs.ELEMENTWISE)
+               fusion=c_expr.binary("-"), cost=costs.ELEMENTWISE, sharding=SR.elementwise_sum)
 _mul = defprim("mul", _binary_infer("mul"), np.multiply, _mul_bprop, doc="x * y",
-               fusion=c_expr.binary("*"), cost=costs.ELEMENTWISE)
+               fusion=c_expr.binary("*"), cost=costs.ELEMENTWISE, sharding=SR.elementwise_product)
 _div = defprim("div", _binary_infer("div", float_result=True), _div_kernel, _div_bprop, doc="x / y (true division)",
-               fusion=c_expr.binary("/"), cost=costs.ELEMENTWISE)
+               fusion=c_expr.binary("/"), cost=costs.ELEMENTWISE, sharding=SR.elementwise_quotient)
 
 
 def _pow_c(a, t, at, raw):
@@ -261,16 +262,16 @@ def _pow_c(a, t, at, raw):
 
 
 _pow = defprim("pow", _binary_infer("pow"), _pow_kernel, _pow_bprop, doc="x ** y",
-               fusion=c_expr.rule(_pow_c), cost=costs.ELEMENTWISE)
+               fusion=c_expr.rule(_pow_c), cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 _maximum = defprim("maximum", _binary_infer("maximum"), np.maximum,
                    _maxmin_bprop(lambda x, y: greater(x, y)), doc="elementwise max",
-                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], a[1])), cost=costs.ELEMENTWISE)
+                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_max(a[0], a[1])), cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 _minimum = defprim("minimum", _binary_infer("minimum"), np.minimum,
                    _maxmin_bprop(lambda x, y: less(x, y)), doc="elementwise min",
-                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_min(a[0], a[1])), cost=costs.ELEMENTWISE)
+                   fusion=c_expr.rule(lambda a, t, at, raw: c_expr.nan_min(a[0], a[1])), cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 _floor_div = defprim("floor_div", _binary_infer("floor_div"), _floor_div_kernel, None, doc="x // y",
-                     cost=costs.ELEMENTWISE)
-_mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)", cost=costs.ELEMENTWISE)
+                     cost=costs.ELEMENTWISE, sharding=SR.elementwise)
+_mod = defprim("mod", _binary_infer("mod"), _mod_kernel, None, doc="x % y (sign of y)", cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 
 
 def add(input, other):
@@ -298,7 +299,7 @@ def _truncate_div_kernel(a, b):
 
 
 _truncate_div = defprim("truncate_div", _binary_infer("truncate_div"), _truncate_div_kernel, None,
-                        doc="x / y rounded toward zero (integers stay integers)")
+                        doc="x / y rounded toward zero (integers stay integers)", sharding=SR.elementwise)
 
 _ROUNDING_MODES = (None, "floor", "trunc")
 
@@ -374,7 +375,7 @@ def _logical(fn):
 
 def _cmp(name, fn, fusion=None):
     return defprim(name, _binary_infer(name, out_dtype=mstype.bool_), fn, None, doc=f"elementwise {name}",
-                   fusion=fusion, cost=costs.ELEMENTWISE)
+                   fusion=fusion, cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 
 
 _eq = _cmp("equal", _compare(np.equal), c_expr.compare("=="))
@@ -388,7 +389,7 @@ _and = _cmp("logical_and", _logical(np.logical_and), c_expr.binary("&&", **_TRUT
 _or = _cmp("logical_or", _logical(np.logical_or), c_expr.binary("||", **_TRUTHS))
 _xor = _cmp("logical_xor", _logical(np.logical_xor), c_expr.binary("!=", **_TRUTHS))
 _not = defprim("logical_not", _unary_infer("logical_not", out_dtype=mstype.bool_), np.logical_not, None,
-               fusion=c_expr.rule(lambda a, t, at, raw: f"(!{a[0]})", **_TRUTHS), cost=costs.ELEMENTWISE)
+               fusion=c_expr.rule(lambda a, t, at, raw: f"(!{a[0]})", **_TRUTHS), cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 
 
 def equal(input, other):
@@ -436,10 +437,11 @@ eq, ne, lt, le, gt, ge = equal, not_equal, less, less_equal, greater, greater_eq
 
 # ------------------------------------------------------------------------------------------------
 # unary math
-def _unary(name, kernel, bprop, float_only=False, int_to_float=False, numeric_only=False, doc="", fusion=None):
+def _unary(name, kernel, bprop, float_only=False, int_to_float=False, numeric_only=False, doc="", fusion=None,
+           sharding=SR.pointwise):
     return defprim(name, _unary_infer(name, float_only=float_only, int_to_float=int_to_float,
                                       numeric_only=numeric_only),
-                   kernel, bprop, doc=doc, fusion=fusion, cost=costs.ELEMENTWISE)
+                   kernel, bprop, doc=doc, fusion=fusion, cost=costs.ELEMENTWISE, sharding=sharding)
 
 
 def _quiet(fn):
@@ -450,7 +452,7 @@ def _quiet(fn):
 
 
 _neg = _unary("neg", np.negative, lambda i, o, d: (neg(d),), numeric_only=True, doc="-x",
-              fusion=c_expr.rule(lambda a, t, at, raw: f"(-{a[0]})"))
+              fusion=c_expr.rule(lambda a, t, at, raw: f"(-{a[0]})"), sharding=SR.linear_pointwise)
 _abs = _unary("abs", np.abs, lambda i, o, d: (mul(d, sign(i[0])),), doc="|x|", fusion=c_expr.libm("fabs"))
 
 
@@ -488,13 +490,13 @@ _round = _unary("round", np.round, lambda i, o, d: (zeros_like(d),),
                 fusion=c_expr.libm("rint"))           # half to even, as np.round
 _isnan = defprim("isnan", _unary_infer("isnan", out_dtype=mstype.bool_), np.isnan, None,
                  fusion=c_expr.rule(lambda a, t, at, raw: f"({a[0]} != {a[0]})", operands="asis", out_bool=True),
-                 cost=costs.ELEMENTWISE)
+                 cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 _isinf = defprim("isinf", _unary_infer("isinf", out_dtype=mstype.bool_), np.isinf, None,
                  fusion=c_expr.rule(lambda a, t, at, raw: f"isinf({a[0]})", operands="asis", out_bool=True),
-                 cost=costs.ELEMENTWISE)
+                 cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 _isfinite = defprim("isfinite", _unary_infer("isfinite", out_dtype=mstype.bool_), np.isfinite, None,
                     fusion=c_expr.rule(lambda a, t, at, raw: f"isfinite({a[0]})", operands="asis", out_bool=True),
-                    cost=costs.ELEMENTWISE)
+                    cost=costs.ELEMENTWISE, sharding=SR.pointwise)
 
 
 def neg(input):
@@ -625,7 +627,7 @@ def select_kernel(c, x, y):
 
 _where = defprim("where", _where_infer, select_kernel, _where_bprop, doc="condition ? x : y",
                  fusion=c_expr.rule(lambda a, t, at, raw: f"({a[0]} ? {a[1]} : {a[2]})", operands="select",
-                                    float_only=False), cost=costs.ELEMENTWISE)
+                                    float_only=False), cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 
 
 def where(condition, input, other):
@@ -666,7 +668,7 @@ def _cast_bprop(inputs, out, dout, dtype):
 _cast = defprim("cast", _cast_infer, _cast_kernel, _cast_bprop, doc="convert dtype",
                 # (fused, the operand conversion is the cast)
                 fusion=c_expr.rule(lambda a, t, at, raw: a[0], operands="asis", float_only=False, one_tensor=True),
-                cost=costs.data_movement)
+                cost=costs.data_movement, sharding=SR.cast)
 
 
 def cast(input, dtype):
@@ -679,7 +681,7 @@ def cast(input, dtype):
 
 _stop_gradient = defprim("stop_gradient", _unary_infer("stop_gradient"), lambda a: a, None,
                          doc="identity whose output never carries a gradient", fusion=c_expr.reads_input(),
-                         cost=costs.free)
+                         cost=costs.free, sharding=SR.linear_pointwise)
 
 
 def stop_gradient(value):
@@ -692,7 +694,7 @@ def stop_gradient(value):
 _copy = defprim("copy", _unary_infer("copy"), np.copy, lambda i, o, d: (d,),
                 doc="a new tensor with its own storage (differentiable, unlike a NumPy copy)",
                 fusion=c_expr.reads_input(),
-                cost=costs.data_movement)
+                cost=costs.data_movement, sharding=SR.linear_pointwise)
 
 
 def deepcopy(input_x):
@@ -710,10 +712,10 @@ def _like_infer(name):
 
 _zeros_like = defprim("zeros_like", _like_infer("zeros_like"),
                       lambda a, dtype=None: np.zeros(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype),
-                      from_shape="zeros", fusion=c_expr.constant(0), cost=costs.data_movement)
+                      from_shape="zeros", fusion=c_expr.constant(0), cost=costs.data_movement, sharding=SR.shape_only)
 _ones_like = defprim("ones_like", _like_infer("ones_like"),
                      lambda a, dtype=None: np.ones(a.shape, dtype=mstype.as_dtype(dtype).np if dtype else a.dtype),
-                     from_shape="ones", fusion=c_expr.constant(1), cost=costs.data_movement)
+                     from_shape="ones", fusion=c_expr.constant(1), cost=costs.data_movement, sharding=SR.shape_only)
 
 
 def zeros_like(input, *, dtype=None):

@@ -41,6 +41,7 @@ from ...common.errors import MinisporeRuntimeError
 from ...common.tensor import Tensor, _wrap
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, View, defprim
 from .elementwise import select_kernel
 from ._indexspec import IndexInput, is_basic, normalize, result_shape, to_numpy, value_fits
@@ -385,7 +386,7 @@ def _gather_grad_bprop(inputs, out, dout, axis, batch_dims, shape):
 
 
 _gather = defprim("gather", _gather_infer, _gather_kernel, _gather_bprop,
-                  doc="take slices of params along axis at indices (MindSpore Gather)", cost=costs.gather)
+                  doc="take slices of params along axis at indices (MindSpore Gather)", cost=costs.gather, sharding=SR.gather)
 _gather_grad = defprim("gather_grad", _gather_grad_infer, _gather_grad_kernel, _gather_grad_bprop,
                        doc="scatter-add a gather gradient back into params' shape", cost=costs.data_movement)
 
@@ -679,7 +680,7 @@ def _embedding_grad_bprop(inputs, out, dout, num_weights, padding_idx, scale_gra
 
 
 _embedding = defprim("embedding", _embedding_infer, _embedding_kernel, _embedding_bprop,
-                     doc="rows of weight at input ids", cost=costs.gather)
+                     doc="rows of weight at input ids", cost=costs.gather, sharding=SR.embedding)
 _embedding_grad = defprim("embedding_grad", _embedding_grad_infer, _embedding_grad_kernel, _embedding_grad_bprop,
                           doc="scatter-add token gradients into the embedding table",
                           cost=costs.per_input_element(1, index=0))

@@ -8,6 +8,7 @@ from ...common.grad_state import wants_grad
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 
 _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
@@ -110,7 +111,7 @@ _matmul_cost = costs.matrix_unit(_matmul_flops, takes_transposed=True)
 
 
 _matmul = defprim("matmul", _matmul_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost, into=_matmul_into,
-                  doc="matrix product with broadcast batch dims")
+                  doc="matrix product with broadcast batch dims", sharding=SR.matmul)
 
 
 def matmul(input, other):
@@ -127,7 +128,7 @@ def _bmm_infer(x, y):
 
 
 _bmm = defprim("bmm", _bmm_infer, _matmul_kernel, _matmul_bprop, cost=_matmul_cost,
-               doc="batched matrix product (inputs of rank >= 3)")
+               doc="batched matrix product (inputs of rank >= 3)", sharding=SR.matmul)
 
 
 def bmm(input_x, mat2):

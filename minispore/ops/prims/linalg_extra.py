@@ -21,6 +21,7 @@ from ...common.grad_state import wants_grad
 from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .elementwise import add, mul, sum_to
 from .linalg import _matmul, _matmul_into, _matmul_kernel, bmm, matmul, swap_last
@@ -68,7 +69,7 @@ def _mm_bprop(inputs, out, dout):
     return mm(dout, swap_last(y)), mm(swap_last(x), dout)
 
 
-_mm = defprim("mm", _mm_infer, _matmul_kernel, _mm_bprop, doc="product of two matrices")
+_mm = defprim("mm", _mm_infer, _matmul_kernel, _mm_bprop, doc="product of two matrices", sharding=SR.matmul)
 
 
 def mm(input, mat2):
@@ -146,7 +147,7 @@ def _addmm_bprop(inputs, out, dout, beta=1, alpha=1):
     return (sum_to(mul(dout, beta), x.shape), mm(gp, swap_last(b)), mm(swap_last(a), gp))
 
 
-_addmm = defprim("addmm", _addmm_infer, _addmm_kernel, _addmm_bprop, doc="beta * input + alpha * mat1 @ mat2")
+_addmm = defprim("addmm", _addmm_infer, _addmm_kernel, _addmm_bprop, doc="beta * input + alpha * mat1 @ mat2", sharding=SR.addmm)
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
@@ -239,7 +240,7 @@ def _dense_flops(ins, outs, attrs):
 
 
 _dense = defprim("dense", _dense_infer, _dense_kernel, _dense_bprop, doc="input @ weight.T + bias",
-                 cost=costs.matrix_unit(_dense_flops, takes_transposed=True), into=_dense_into)
+                 cost=costs.matrix_unit(_dense_flops, takes_transposed=True), into=_dense_into, sharding=SR.dense)
 
 
 def dense(input, weight, bias=None):

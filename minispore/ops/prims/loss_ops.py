@@ -37,6 +37,7 @@ from ...common import dtype as mstype
 from ...common.errors import OpIndexError
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 from ._loss_reduction import check_reduction, reduce_loss
@@ -252,7 +253,7 @@ def _nll_grad_bprop(inputs, out, dout, input_shape, ignore_index, reduction, lab
 
 
 _nll = defprim("nll_loss", _nll_infer, _nll_kernel, _nll_bprop, doc="negative log-likelihood of log-probabilities",
-               cost=costs.per_input_element(1))
+               cost=costs.per_input_element(1), sharding=SR.cross_entropy)
 _nll_grad = defprim("nll_loss_grad", _nll_grad_infer, _nll_grad_kernel, _nll_grad_bprop,
                     doc="backward of nll_loss: -dout * coefficients (linear in dout)")
 
@@ -421,7 +422,7 @@ def _ce_grad_bprop(inputs, out, dout, ignore_index, reduction, label_smoothing):
 
 _ce = defprim("cross_entropy", _ce_infer, _ce_kernel, _ce_bprop,
               doc="log-softmax + negative log-likelihood, fused (class indices or probabilities)",
-              cost=costs.per_input_element(5))
+              cost=costs.per_input_element(5), sharding=SR.cross_entropy)
 _ce_grad = defprim("cross_entropy_grad", _ce_grad_infer, _ce_grad_kernel, _ce_grad_bprop,
                    doc="fused backward of cross_entropy: (dx, log_softmax(x))", cost=costs.per_input_element(3))
 

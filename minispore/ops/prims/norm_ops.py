@@ -21,7 +21,10 @@ import numpy as np
 from ...common import dtype as mstype
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
+from . import _native_kernels
+from . import _native_batch_norm
 from . import _nn_common as N
 from ._nn_common import compute_dtype
 
@@ -78,7 +81,25 @@ def _stats_shape(shape, k):
     return tuple(shape[:len(shape) - k]) + (1,) * k
 
 
+def _flat(t):
+    return None if t is None else t.reshape(-1)
+
+
 def _layer_norm_kernel(x, weight, bias, normalized_shape, eps):
+    """(y, mean, rstd): the C loop where it applies (_native_kernels.layer_norm_rows: float32/float64,
+    one dtype, contiguous; each row read twice for its statistics and once for y, sums in double,
+    no per-row NumPy calls), else `_layer_norm_numpy`."""
+    k = len(normalized_shape)
+    x2 = _rows(x, k).astype(compute_dtype(x), copy=False)
+    fast = _native_kernels.layer_norm_rows(x2, _flat(weight), _flat(bias), eps)
+    if fast is None:
+        return _layer_norm_numpy(x, weight, bias, normalized_shape, eps)
+    y, mean, rstd = fast
+    sshape = _stats_shape(x.shape, k)
+    return y.reshape(x.shape), mean.reshape(sshape), rstd.reshape(sshape)
+
+
+def _layer_norm_numpy(x, weight, bias, normalized_shape, eps):
     """(y, mean, rstd): y = (x - mean) * rstd * weight + bias per row; mean and rstd are saved for
     the backward (which then need not recompute them).
 
@@ -134,6 +155,22 @@ def _layer_norm_grad_reference(dy, x, weight, eps):
 
 
 def _layer_norm_grad_kernel(dy, x, weight, mean=None, rstd=None, *, normalized_shape, eps):
+    """(dx, dweight, dbias): the C loop where it applies (_native_kernels.layer_norm_grad_rows: the
+    saved statistics given, float32/float64, one dtype, contiguous; one pass per row for its two
+    sums and the dweight/dbias columns, one for dx, sums in double), else `_layer_norm_grad_numpy`."""
+    if mean is not None:
+        k = len(normalized_shape)
+        cdt = compute_dtype(x)
+        x2 = _rows(x, k).astype(cdt, copy=False)
+        dy2 = _rows(dy, k).astype(cdt, copy=False)
+        fast = _native_kernels.layer_norm_grad_rows(dy2, x2, _flat(weight), _flat(mean), _flat(rstd))
+        if fast is not None:
+            dx, dw, db = fast
+            return dx.reshape(x.shape), dw.reshape(normalized_shape), db.reshape(normalized_shape)
+    return _layer_norm_grad_numpy(dy, x, weight, mean, rstd, normalized_shape=normalized_shape, eps=eps)
+
+
+def _layer_norm_grad_numpy(dy, x, weight, mean=None, rstd=None, *, normalized_shape, eps):
     """`_layer_norm_grad_reference` rearranged so that every reduction is a matrix-vector product
     and only two (rows, n) arrays are allocated (fresh large arrays cost page faults, which on a
     small machine take longer than the arithmetic). With xc = x - mean (so xhat = rstd * xc) and
@@ -229,7 +266,7 @@ def _layer_norm_grad_bprop(inputs, out, dout, normalized_shape, eps):
 
 
 _layer_norm = defprim("layer_norm", _layer_norm_infer, _layer_norm_kernel, _layer_norm_bprop,
-                      doc="normalize over the trailing dims, then scale and shift", cost=costs.per_output_element(7))
+                      doc="normalize over the trailing dims, then scale and shift", cost=costs.per_output_element(7), sharding=SR.layer_norm)
 _layer_norm_grad = defprim("layer_norm_grad", _layer_norm_grad_infer, _layer_norm_grad_kernel,
                            _layer_norm_grad_bprop, doc="fused backward of layer_norm: (dx, dweight, dbias)",
                            cost=costs.per_output_element(14))
@@ -357,7 +394,7 @@ def _rms_norm_grad_bprop(inputs, out, dout, epsilon):
 
 
 _rms_norm = defprim("rms_norm", _rms_norm_infer, _rms_norm_kernel, _rms_norm_bprop,
-                    doc="root-mean-square normalization over gamma's dims: (y, rstd)", cost=costs.per_output_element(4))
+                    doc="root-mean-square normalization over gamma's dims: (y, rstd)", cost=costs.per_output_element(4), sharding=SR.rms_norm)
 _rms_norm_grad = defprim("rms_norm_grad", _rms_norm_grad_infer, _rms_norm_grad_kernel, _rms_norm_grad_bprop,
                          doc="fused backward of rms_norm: (dx, dgamma)", cost=costs.per_output_element(9))
 
@@ -584,7 +621,14 @@ def _batch_norm_kernel(x, weight, bias, mean, var, training, eps):
         y *= scale.reshape(v.param_shape)
         y += shift.reshape(v.param_shape)
         return y.reshape(x.shape)
-    y, bmean, bvar = _normalize_kernel(v, x, weight, bias, eps)
+    # the C loops (_native_batch_norm: three passes instead of about five); the NumPy kernel is
+    # their reference and the fallback
+    native = _native_batch_norm.batch_norm_train(x.reshape(v.shape), weight, bias, eps)
+    if native is not None:
+        y, bmean, bvar = native
+        y = y.reshape(x.shape)
+    else:
+        y, bmean, bvar = _normalize_kernel(v, x, weight, bias, eps)
     n = v.count
     return y, bmean.reshape(-1), bvar.reshape(-1) * (n / (n - 1))     # unbiased variance for the running stats
 
@@ -632,6 +676,17 @@ def _batch_norm_grad_fast(dy, x, weight, eps):
     return dx.reshape(x.shape), (s * rstd).reshape(-1), db.reshape(-1)
 
 
+def _batch_norm_grad_kernel(dy, x, weight, eps):
+    """The C loops (_native_batch_norm: three passes over x, two over dy, one write) where they apply,
+    else `_batch_norm_grad_fast` (their NumPy reference: about eleven passes)."""
+    v = _bn_view(x.shape)
+    native = _native_batch_norm.batch_norm_grad(dy.reshape(v.shape), x.reshape(v.shape), weight, eps)
+    if native is None:
+        return _batch_norm_grad_fast(dy, x, weight, eps)
+    dx, dw, db = native
+    return dx.reshape(x.shape), dw, db
+
+
 def _batch_norm_bprop(inputs, out, dout, training, eps):
     from .elementwise import add, mul, pow, rsqrt, sub
     from .reduction import reduce_sum
@@ -671,7 +726,7 @@ def _batch_norm_cost(ins, outs, attrs):
 
 _batch_norm = defprim("batch_norm", _batch_norm_infer, _batch_norm_kernel, _batch_norm_bprop, cost=_batch_norm_cost,
                       doc="per-channel normalization: batch statistics (training, also returned) or given ones")
-_batch_norm_grad = defprim("batch_norm_grad", _batch_norm_grad_infer, _batch_norm_grad_fast,
+_batch_norm_grad = defprim("batch_norm_grad", _batch_norm_grad_infer, _batch_norm_grad_kernel,
                            _batch_norm_grad_bprop, doc="fused backward of training-mode batch_norm: (dx, dw, db)")
 
 

@@ -14,6 +14,7 @@ from ...common import dtype as mstype
 from .. import _check as C
 from .. import c_expr
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 
 
@@ -81,9 +82,9 @@ def _mean_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 
 _sum = defprim("reduce_sum", _reduce_infer("reduce_sum", int_to_int64=True), _sum_kernel, _sum_bprop,
-               doc="sum over axes", fusion=c_expr.reduction("sum"), cost=costs.per_input_element(1))
+               doc="sum over axes", fusion=c_expr.reduction("sum"), cost=costs.per_input_element(1), sharding=SR.reduce_sum)
 _mean = defprim("reduce_mean", _reduce_infer("reduce_mean", float_result=True), _mean_kernel, _mean_bprop,
-                doc="mean over axes", fusion=c_expr.reduction("mean"), cost=costs.per_input_element(1))
+                doc="mean over axes", fusion=c_expr.reduction("mean"), cost=costs.per_input_element(1), sharding=SR.reduce_mean)
 
 
 def _norm_axis(axis):

@@ -26,6 +26,7 @@ from ...common import dtype as mstype
 from .. import _check as C
 from .. import c_expr
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 from .elementwise import abs, cast, div, equal, exp, maximum, minimum, mul, pow, sign, sub, where, zeros_like
@@ -119,9 +120,9 @@ def _extreme_bprop(inputs, out, dout, axis=(), keep_dims=False, initial=None):
 
 
 _amax = defprim("reduce_max", _extreme_infer("amax"), _extreme_kernel(np.amax), _extreme_bprop, doc="maximum over axes",
-                fusion=c_expr.reduction("max"), cost=costs.per_input_element(1))
+                fusion=c_expr.reduction("max"), cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 _amin = defprim("reduce_min", _extreme_infer("amin"), _extreme_kernel(np.amin), _extreme_bprop, doc="minimum over axes",
-                fusion=c_expr.reduction("min"), cost=costs.per_input_element(1))
+                fusion=c_expr.reduction("min"), cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 
 
 def _masked_input(op, input, initial, where_mask):
@@ -385,7 +386,7 @@ def _prod_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 
 _prod = defprim("reduce_prod", _prod_infer, _prod_kernel, _prod_bprop, doc="product over axes",
-                cost=costs.per_input_element(1))
+                cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 
 
 def prod(input, axis=None, keep_dims=False):
@@ -443,9 +444,9 @@ def _std_bprop(inputs, out, dout, axis=(), ddof=0, keep_dims=False):
 
 
 _var = defprim("reduce_var", _moment_infer("var"), _var_kernel, _var_bprop, doc="variance over axes",
-               cost=costs.per_input_element(3))
+               cost=costs.per_input_element(3), sharding=SR.reduce_unsplit)
 _std = defprim("reduce_std", _moment_infer("std"), _std_kernel, _std_bprop, doc="standard deviation over axes",
-               cost=costs.per_input_element(3))
+               cost=costs.per_input_element(3), sharding=SR.reduce_unsplit)
 
 
 def _ddof_arg(op, ddof):
@@ -516,7 +517,7 @@ def _logsumexp_bprop(inputs, out, dout, axis=(), keep_dims=False):
 
 
 _logsumexp = defprim("logsumexp", _logsumexp_infer, _logsumexp_kernel, _logsumexp_bprop,
-                     doc="log(sum(exp(x))) over axes, stable", cost=costs.per_input_element(4))
+                     doc="log(sum(exp(x))) over axes, stable", cost=costs.per_input_element(4), sharding=SR.reduce_unsplit)
 
 
 def logsumexp(input, axis, keep_dims=False):
@@ -542,9 +543,9 @@ def _logic_kernel(fn):
 
 
 _all = defprim("reduce_all", _logic_infer("all"), _logic_kernel(np.all), None, doc="logical and over axes",
-               cost=costs.per_input_element(1))
+               cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 _any = defprim("reduce_any", _logic_infer("any"), _logic_kernel(np.any), None, doc="logical or over axes",
-               cost=costs.per_input_element(1))
+               cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 
 
 def all(input, axis=None, keep_dims=False):
@@ -603,7 +604,7 @@ def _vnorm_bprop(inputs, out, dout, ord=2.0, axis=(), keep_dims=False):
 
 
 _vector_norm = defprim("vector_norm", _vnorm_infer, _vnorm_kernel, _vnorm_bprop, doc="vector p-norm over axes",
-                       cost=costs.per_input_element(2))
+                       cost=costs.per_input_element(2), sharding=SR.reduce_unsplit)
 
 
 def _ord_arg(op, ord):

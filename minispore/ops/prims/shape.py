@@ -12,6 +12,7 @@ from ...common.tensor import Parameter, Tensor
 from .. import _check as C
 from .. import c_expr
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, View, defprim
 
 _CONCRETE = frozenset((Tensor, Parameter))      # exact types whose `_data` is a real ndarray
@@ -77,7 +78,7 @@ def _reshape_view(x, outs, attrs):
 
 _reshape = defprim("reshape", _reshape_infer, lambda a, shape: a.reshape(shape),
                    lambda i, o, d, shape: (reshape(d, i[0].shape),), doc="same data, new shape",
-                   fusion=c_expr.reads_input(), view=View("reinterpret", _reshape_view), cost=costs.free)
+                   fusion=c_expr.reads_input(), view=View("reinterpret", _reshape_view), cost=costs.free, sharding=SR.reshape)
 
 
 def reshape(input, shape):
@@ -126,7 +127,7 @@ def _broadcast_to_kernel(a, shape):
 _broadcast_to = defprim("broadcast_to", _broadcast_to_infer, _broadcast_to_kernel,
                         _broadcast_to_bprop, doc="broadcast to a shape (a read-only view)", fusion=c_expr.reads_input(),
                         view=View("broadcast", lambda x, outs, attrs: (np.broadcast_to(x, outs[0].shape),)),
-                        cost=costs.free)
+                        cost=costs.free, sharding=SR.broadcast_to)
 
 
 def broadcast_to(input, shape):
@@ -169,7 +170,7 @@ def _transpose_bprop(inputs, out, dout, perm):
 _transpose = defprim("transpose", _transpose_infer, lambda a, perm: np.transpose(a, perm), _transpose_bprop,
                      doc="permute dimensions (a view)", fusion=c_expr.reads_input(),
                      view=View("permute", lambda x, outs, attrs: (np.transpose(x, attrs["perm"]),)),
-                     cost=costs.permutation(lambda attrs: attrs.get("perm")))
+                     cost=costs.permutation(lambda attrs: attrs.get("perm")), sharding=SR.transpose)
 
 
 def transpose(input, input_perm):

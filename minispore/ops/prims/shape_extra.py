@@ -17,6 +17,7 @@ from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, View, defprim
 from .shape import reshape
 
@@ -61,7 +62,7 @@ def _squeeze_view(x, outs, attrs):
 
 _squeeze = defprim("squeeze", _squeeze_infer, lambda a, axis: np.squeeze(a, axis) if a.ndim else a.view(),
                    _back_to_shape, doc="remove size-1 dims (a view)", view=View("reinterpret", _squeeze_view),
-                   cost=costs.free)
+                   cost=costs.free, sharding=SR.reshape)
 
 
 def squeeze(input, axis=None):
@@ -86,7 +87,7 @@ def _expand_dims_infer(x, axis):
 _expand_dims = defprim("expand_dims", _expand_dims_infer,
                        lambda a, axis: np.expand_dims(a, axis), _back_to_shape, doc="insert a size-1 dim (a view)",
                        view=View("reinterpret", lambda x, outs, attrs: (np.expand_dims(x, attrs["axis"]),)),
-                       cost=costs.free)
+                       cost=costs.free, sharding=SR.reshape)
 
 
 def expand_dims(input_x, axis):
@@ -126,7 +127,7 @@ def _flatten_view(x, outs, attrs):
 _flatten = defprim("flatten", _flatten_infer,
                    lambda a, start_dim, end_dim: a.reshape(_flattened(a.shape, start_dim, end_dim)),
                    _back_to_shape, doc="merge dims start_dim..end_dim into one",
-                   view=View("reinterpret", _flatten_view), cost=costs.free)
+                   view=View("reinterpret", _flatten_view), cost=costs.free, sharding=SR.reshape)
 
 
 def flatten(input, order='C', *, start_dim=1, end_dim=-1):
@@ -223,7 +224,7 @@ def _concat_bprop(inputs, out, dout, axis):
 
 
 _concat = defprim("concat", _concat_infer, lambda *arrays, axis: np.concatenate(arrays, axis=axis),
-                  _concat_bprop, doc="join tensors along an existing axis", cost=costs.data_movement)
+                  _concat_bprop, doc="join tensors along an existing axis", cost=costs.data_movement, sharding=SR.concat)
 
 
 def concat(tensors, axis=0):
@@ -259,7 +260,7 @@ def _stack_bprop(inputs, out, dout, axis):
 
 
 _stack = defprim("stack", _stack_infer, lambda *arrays, axis: np.stack(arrays, axis=axis), _stack_bprop,
-                 doc="join same-shape tensors along a new axis", cost=costs.data_movement)
+                 doc="join same-shape tensors along a new axis", cost=costs.data_movement, sharding=SR.concat)
 
 
 def stack(tensors, axis=0):
@@ -301,7 +302,7 @@ def _split_view(x, outs, attrs):
 
 
 _split = defprim("split", _split_infer, _split_kernel, _split_bprop, doc="cut a tensor into pieces (views)",
-                 view=View("slice", _split_view), cost=costs.data_movement)
+                 view=View("slice", _split_view), cost=costs.data_movement, sharding=SR.split)
 
 
 def _split_sizes(op, n, split_size_or_sections):

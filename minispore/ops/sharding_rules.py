@@ -1,0 +1,571 @@
+"""The per-primitive sharding rules of semi-auto parallel (the `sharding` fact of ops/primitive.py).
+
+Every rule has the one signature
+
+    rule(name, ins, outs, layouts, attrs) -> ShardingResult
+
+* `name`    the primitive's name (for the errors);
+* `ins`     the inputs as inference sees them: AbstractTensors (anything with .shape/.dtype) for
+            tensor inputs, the plain value (a Python number, None) for the others;
+* `outs`    the output AbstractTensors, as a tuple (what `infer` returned);
+* `layouts` one `TensorLayout` per tensor input (all on one device matrix), None for the others;
+* `attrs`   the node's attributes (a missing one has the primitive's default).
+
+A rule is a pure function of shapes, layouts and attributes: it never sees data and never talks
+to other processes. It answers the output layouts and, where the op cannot consume an input's
+layout as it is, the layout it needs instead (`ShardingResult.requires`); the compiler pass then
+inserts the redistribution (AllGather, AllReduce, a local slice ...) that reaches it, cheapest by
+bytes. A rule "requires" the *nearest* layout it can use - usually the given one with the offending
+splits removed - so that pass has little to move. Inputs that do not fit their layout at all (a dim
+not divisible by its split count, a wrong rank, layouts on different device matrices) are errors
+naming the op.
+
+Two conventions the rules share. (1) The first tensor input leads: when inputs disagree, the others
+are asked to follow it. (2) A partial (pending-sum) input survives only through ops that are linear
+in it (sums, reshapes, a matrix product in one operand ...); any other op requires it settled.
+Turning a replicated value into a partial one is a local step (devices at coordinate 0 of the
+partial axes keep it, the others take zeros), so a sum of a partial and a replicated operand asks
+for the replicated one to become partial instead of paying an AllReduce first.
+
+The rules say nothing about op names: each primitive names its rule where it is defined
+(`defprim(..., sharding=sharding_rules.pointwise)`).
+"""
+from __future__ import annotations
+
+from ..common.errors import OpValueError
+from .sharding import NOT_SPLIT, MaskedLookup, ShardingResult, TensorLayout
+
+
+# ------------------------------------------------------------------------------------------------
+# shared helpers
+def _is_tensor(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (int, float, complex, bool))
+
+
+def _entry(axes):
+    """A tensor-map entry from a tuple of axes."""
+    axes = tuple(axes)
+    return NOT_SPLIT if not axes else (axes[0] if len(axes) == 1 else axes)
+
+
+def _check(name, ins, layouts):
+    """Validate the layouts against the inputs; returns the common device matrix."""
+    layouts = tuple(layouts)
+    if len(layouts) != len(ins):
+        raise OpValueError(name, f"one layout (or None) per input ({len(ins)})", f"{len(layouts)} layouts")
+    dm = None
+    for i, (x, lay) in enumerate(zip(ins, layouts)):
+        if not _is_tensor(x):
+            if lay is not None:
+                raise OpValueError(name, f"no layout for the non-tensor input {i}", repr(lay))
+            continue
+        if not isinstance(lay, TensorLayout):
+            raise OpValueError(name, f"a TensorLayout for tensor input {i}", repr(lay))
+        if dm is None:
+            dm = lay.device_matrix
+        elif lay.device_matrix != dm:
+            raise OpValueError(name, f"every input on one device matrix ({dm})",
+                               f"device matrix {lay.device_matrix} for input {i}")
+        lay.local_shape(x.shape, op=name)
+    if dm is None:
+        raise OpValueError(name, "at least one tensor input with a layout", "none")
+    return dm
+
+
+def _answer(name, ins, layouts, required, out_layouts, **extra):
+    """The ShardingResult, with `requires` None when nothing has to move."""
+    required = tuple(required)
+    for x, lay in zip(ins, required):
+        if lay is not None:
+            lay.local_shape(x.shape, op=name)     # (a rule asking for a layout that does not fit is a bug)
+    req = None if required == tuple(layouts) else required
+    return ShardingResult(tuple(out_layouts), req, **extra)
+
+
+def _axis(name, axis, ndim):
+    if not isinstance(axis, int) or isinstance(axis, bool) or not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise OpValueError(name, f"an axis in [{-ndim}, {ndim})", repr(axis))
+    return axis % max(ndim, 1)
+
+
+def _reduced_axes(name, axis, ndim):
+    """The reduced dims of a reduction's `axis` attribute: () or None mean every dim."""
+    if axis is None or axis == ():
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    return tuple(sorted({_axis(name, a, ndim) for a in axis}))
+
+
+def _without(layout, dims, settle=True):
+    """`layout` with `dims` not split (and, with `settle`, no partial)."""
+    tm = list(layout.tensor_map)
+    for d in dims:
+        tm[d] = NOT_SPLIT
+    return TensorLayout(layout.device_matrix, tuple(tm), () if settle else layout.partial)
+
+
+def _replicated_like(dm, x):
+    return TensorLayout.replicated(dm, len(x.shape))
+
+
+# ------------------------------------------------------------------------------------------------
+# pointwise ops of one tensor
+def pointwise(name, ins, outs, layouts, attrs):
+    """An elementwise op of one tensor (relu, exp, isnan ...): each device applies it to its block.
+    Not linear, so a partial input is settled first. Extra non-tensor inputs are passed along."""
+    _check(name, ins, layouts)
+    need = layouts[0].settled()
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,) * len(outs))
+
+
+def linear_pointwise(name, ins, outs, layouts, attrs):
+    """An elementwise op linear in its tensor (neg, copy, identity): partial sums pass through."""
+    _check(name, ins, layouts)
+    return _answer(name, ins, layouts, layouts, (layouts[0],) * len(outs))
+
+
+def cast(name, ins, outs, layouts, attrs):
+    """A dtype conversion: linear (partial sums pass) between floating dtypes; a conversion to or
+    from integers or Bool truncates, so it needs the settled value."""
+    _check(name, ins, layouts)
+    floats = ins[0].dtype.is_floating and outs[0].dtype.is_floating
+    need = layouts[0] if floats else layouts[0].settled()
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,))
+
+
+def shape_only(name, ins, outs, layouts, attrs):
+    """An op whose output depends on the input's shape only (zeros_like, ones_like): the output
+    takes the input's split, settled (a constant is whole on every device); nothing moves."""
+    _check(name, ins, layouts)
+    return _answer(name, ins, layouts, layouts, (layouts[0].settled(),) * len(outs))
+
+
+# ------------------------------------------------------------------------------------------------
+# broadcasting elementwise ops of several operands
+def _broadcast_rule(linearity):
+    """linearity: 'none' (maximum, pow, comparisons, where), 'sum' (add, sub: linear in every
+    operand at once), 'product' (mul: linear in each operand alone), 'quotient' (div: linear in
+    the numerator)."""
+
+    def rule(name, ins, outs, layouts, attrs):
+        dm = _check(name, ins, layouts)
+        out_shape = tuple(outs[0].shape)
+        n = len(out_shape)
+        ts = [i for i, x in enumerate(ins) if _is_tensor(x)]
+        partial = ()
+        keeps = set()                         # inputs that keep `partial`
+        pins = [i for i in ts if layouts[i].partial]
+        if pins:
+            if linearity == "sum" and len(ts) == len(ins):
+                partial, keeps = layouts[pins[0]].partial, set(ts)
+            elif linearity in ("product", "quotient") and len(pins) == 1 and (linearity == "product" or pins[0] == 0):
+                partial, keeps = layouts[pins[0]].partial, {pins[0]}
+        used = set(partial)
+        out_map = []
+        for d in range(n):
+            axes = ()
+            for i in ts:
+                shp = tuple(ins[i].shape)
+                j = d - (n - len(shp))
+                if j < 0 or (shp[j] == 1 and out_shape[d] != 1):
+                    continue                  # absent or broadcast along d
+                axes = tuple(a for a in layouts[i].axes(j) if a not in used)
+                break
+            used.update(axes)
+            out_map.append(_entry(axes))
+        required = list(layouts)
+        for i in ts:
+            shp = tuple(ins[i].shape)
+            off = n - len(shp)
+            tm = tuple(NOT_SPLIT if (shp[j] == 1 and out_shape[j + off] != 1) else out_map[j + off]
+                       for j in range(len(shp)))
+            required[i] = TensorLayout(dm, tm, partial if i in keeps else ())
+        out = TensorLayout(dm, tuple(out_map), partial)
+        return _answer(name, ins, layouts, required, (out,) * len(outs))
+
+    rule.__name__ = rule.__qualname__ = f"elementwise_{linearity}"
+    return rule
+
+
+elementwise = _broadcast_rule("none")
+elementwise_sum = _broadcast_rule("sum")
+elementwise_product = _broadcast_rule("product")
+elementwise_quotient = _broadcast_rule("quotient")
+
+
+# ------------------------------------------------------------------------------------------------
+# matrix products
+def _contract(name, ins, outs, layouts, xi, yi, bi, ta, tb):
+    """x @ y (NumPy matmul semantics, 1-d operands promoted, batch dims broadcast), with x or y
+    read transposed (`ta`, `tb`), plus an optional bias `bi` broadcast to the output.
+
+    Each device multiplies its blocks. The output's row dim (m) takes x's split, its column dim
+    (n) y's, its batch dims the leading operand's; when the contracted dim (k) is split on the same
+    axes in both, every device holds a partial product and the output is partial over those axes
+    (Megatron's row-parallel linear; a column-parallel one splits n). The operands' k splits must
+    agree: y follows x. A bias under a partial output is required partial too (each device adds its
+    share, so the sum adds it once)."""
+    dm = _check(name, ins, layouts)
+    x, y = ins[xi], ins[yi]
+    lx, ly = layouts[xi], layouts[yi]
+    nx, ny = len(x.shape), len(y.shape)
+    if nx == 1:
+        xb, xm, xk = (), None, 0
+    else:
+        xb, xm, xk = tuple(range(nx - 2)), (nx - 1 if ta else nx - 2), (nx - 2 if ta else nx - 1)
+    if ny == 1:
+        yb, yk, yn = (), 0, None
+    else:
+        yb, yk, yn = tuple(range(ny - 2)), (ny - 1 if tb else ny - 2), (ny - 2 if tb else ny - 1)
+    # a partial operand survives (the product is linear in it) when the other one is settled
+    p_in, keep = (), None
+    if lx.partial and not ly.partial:
+        p_in, keep = lx.partial, xi
+    elif ly.partial and not lx.partial:
+        p_in, keep = ly.partial, yi
+    used = set(p_in)
+    rx = [tuple(a for a in lx.axes(d) if a not in used) for d in range(nx)]
+    for d in range(nx):
+        used.update(rx[d])
+    ry = [()] * ny
+    ry[yk] = rx[xk]
+    nb = max(len(xb), len(yb))
+    out_batch = []
+    for d in range(nb):
+        jx, jy = d - (nb - len(xb)), d - (nb - len(yb))
+        x_full = jx >= 0 and (x.shape[jx] != 1 or outs[0].shape[d] == 1)
+        y_full = jy >= 0 and y.shape[jy] != 1
+        if x_full:
+            out_batch.append(rx[jx])
+            if y_full:
+                ry[jy] = rx[jx]
+        elif y_full:
+            ry[jy] = tuple(a for a in ly.axes(jy) if a not in used)
+            used.update(ry[jy])
+            out_batch.append(ry[jy])
+        else:
+            out_batch.append(())
+    if yn is not None:
+        ry[yn] = tuple(a for a in ly.axes(yn) if a not in used)
+        used.update(ry[yn])
+    out_map = list(out_batch)
+    if xm is not None:
+        out_map.append(rx[xm])
+    if yn is not None:
+        out_map.append(ry[yn])
+    partial = tuple(sorted(set(p_in) | set(rx[xk])))
+    out = TensorLayout(dm, tuple(_entry(e) for e in out_map), partial)
+    required = list(layouts)
+    required[xi] = TensorLayout(dm, tuple(_entry(e) for e in rx), p_in if keep == xi else ())
+    required[yi] = TensorLayout(dm, tuple(_entry(e) for e in ry), p_in if keep == yi else ())
+    if bi is not None and _is_tensor(ins[bi]):
+        bs, n = tuple(ins[bi].shape), len(out_map)
+        off = n - len(bs)
+        tm = tuple(NOT_SPLIT if (bs[j] == 1 and outs[0].shape[j + off] != 1) else out.tensor_map[j + off]
+                   for j in range(len(bs)))
+        required[bi] = TensorLayout(dm, tm, partial)
+    return _answer(name, ins, layouts, required, (out,))
+
+
+def matmul(name, ins, outs, layouts, attrs):
+    """matmul / mm / bmm: input 0 @ input 1 (a `transpose_a` / `transpose_b` attribute, where the
+    primitive has one, reads that operand transposed)."""
+    return _contract(name, ins, outs, layouts, 0, 1, None,
+                     bool(attrs.get("transpose_a", False)), bool(attrs.get("transpose_b", False)))
+
+
+def dense(name, ins, outs, layouts, attrs):
+    """dense(x, W, b) = x @ W^T + b: W is (out_features, in_features), read transposed."""
+    return _contract(name, ins, outs, layouts, 0, 1, 2 if len(ins) > 2 else None, False, True)
+
+
+def addmm(name, ins, outs, layouts, attrs):
+    """addmm(input, mat1, mat2) = beta * input + alpha * mat1 @ mat2: `input` is the bias."""
+    return _contract(name, ins, outs, layouts, 1, 2, 0, False, False)
+
+
+# ------------------------------------------------------------------------------------------------
+# shape ops
+def _groups(in_shape, out_shape):
+    """Pair runs of input dims with runs of output dims holding the same elements (row-major):
+    [(in dims, out dims)]; None when a zero-size dim makes the pairing meaningless."""
+    if 0 in in_shape or 0 in out_shape:
+        return None
+    groups, i, j = [], 0, 0
+    ni, no = len(in_shape), len(out_shape)
+    while i < ni and j < no:
+        gi, gj = [i], [j]
+        pi, po = in_shape[i], out_shape[j]
+        i, j = i + 1, j + 1
+        while pi != po:
+            if pi < po:
+                if i == ni:
+                    return None
+                gi.append(i)
+                pi *= in_shape[i]
+                i += 1
+            else:
+                if j == no:
+                    return None
+                gj.append(j)
+                po *= out_shape[j]
+                j += 1
+        groups.append((gi, gj))
+    # trailing size-1 dims belong to no group (they are never split)
+    return groups
+
+
+def reshape(name, ins, outs, layouts, attrs):
+    """Same elements, new shape (reshape, flatten, squeeze, expand_dims).
+
+    Runs of dims that hold the same elements are matched (merging (4, 6) -> 24 or splitting back).
+    Each device's block stays a contiguous row-major piece of its run only if the run's split is on
+    its leading (non-trivial) input dim and the split axes can be laid, major first, over the leading
+    output dims of the run, filling each completely before the next (a split of 4 over 2 x 2 axes
+    lands on (2, 6) as (axis, axis) ... ). Splits that cannot follow are required away; partial sums
+    pass (a reshape is linear)."""
+    dm = _check(name, ins, layouts)
+    lx = layouts[0]
+    in_shape, out_shape = tuple(ins[0].shape), tuple(outs[0].shape)
+    req_map = [NOT_SPLIT] * len(in_shape)
+    out_map = [NOT_SPLIT] * len(out_shape)
+    groups = _groups(in_shape, out_shape)
+    for gi, gj in groups or ():
+        lead = next((d for d in gi if in_shape[d] != 1), None)
+        if lead is None:
+            continue
+        placed = [[] for _ in gj]
+        k, cur, kept = 0, 1, []
+        for a in lx.axes(lead):
+            s = lx.axis_size(a)
+            while k < len(gj) and out_shape[gj[k]] == 1:
+                k += 1
+            if k == len(gj) or out_shape[gj[k]] % (cur * s):
+                break                        # this axis would straddle two output dims
+            placed[k].append(a)
+            kept.append(a)
+            cur *= s
+            if cur == out_shape[gj[k]]:
+                k, cur = k + 1, 1
+        req_map[lead] = _entry(kept)
+        for slot, axes in zip(gj, placed):
+            out_map[slot] = _entry(axes)
+    need = TensorLayout(dm, tuple(req_map), lx.partial)
+    out = TensorLayout(dm, tuple(out_map), lx.partial)
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (out,), **_local_shape_attr(name, attrs, out, outs))
+
+
+def _local_shape_attr(name, attrs, out, outs):
+    """A `shape` attribute names the global shape; each device's kernel needs its block's."""
+    if "shape" not in attrs:
+        return {}
+    return {"local_attrs": {"shape": out.local_shape(outs[0].shape, op=name)}}
+
+
+def transpose(name, ins, outs, layouts, attrs):
+    """Permute dims: the tensor map is permuted the same way (partial sums pass)."""
+    _check(name, ins, layouts)
+    lx = layouts[0]
+    n = lx.ndim
+    perm = tuple(p % n for p in attrs["perm"])
+    return _answer(name, ins, layouts, layouts, (lx.with_map(tuple(lx.tensor_map[p] for p in perm)),))
+
+
+def broadcast_to(name, ins, outs, layouts, attrs):
+    """broadcast_to: new leading dims and stretched size-1 dims are not split (every device holds
+    them whole); the other dims keep their split. Not linear (a partial value would be copied)."""
+    _check(name, ins, layouts)
+    lx = layouts[0].settled()
+    out_shape, in_shape = tuple(outs[0].shape), tuple(ins[0].shape)
+    off = len(out_shape) - len(in_shape)
+    tm = (NOT_SPLIT,) * off + lx.tensor_map
+    out = lx.with_map(tm)
+    return _answer(name, ins, layouts, (lx,), (out,), **_local_shape_attr(name, attrs, out, outs))
+
+
+def concat(name, ins, outs, layouts, attrs):
+    """concat / stack: the joined axis unsplit; every input follows the first one's other splits
+    (partial sums pass when all inputs share them)."""
+    dm = _check(name, ins, layouts)
+    first = layouts[0]
+    stacking = len(outs[0].shape) == len(ins[0].shape) + 1
+    ax = _axis(name, attrs.get("axis", 0), len(outs[0].shape)) if stacking else _axis(name, attrs.get("axis", 0),
+                                                                                      len(ins[0].shape))
+    same = all(lay.partial == first.partial for lay in layouts)
+    partial = first.partial if same else ()
+    tm = list(first.tensor_map)
+    if not stacking:
+        tm[ax] = NOT_SPLIT
+    need = TensorLayout(dm, tuple(tm), partial)
+    out_tm = tuple(tm[:ax]) + (NOT_SPLIT,) + tuple(tm[ax:]) if stacking else tuple(tm)
+    return _answer(name, ins, layouts, (need,) * len(ins), (TensorLayout(dm, out_tm, partial),))
+
+
+def split(name, ins, outs, layouts, attrs):
+    """split: the cut axis unsplit; every piece keeps the other splits (partial sums pass)."""
+    _check(name, ins, layouts)
+    ax = _axis(name, attrs.get("axis", 0), len(ins[0].shape))
+    need = _without(layouts[0], (ax,), settle=False)
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,) * len(outs))
+
+
+# ------------------------------------------------------------------------------------------------
+# normalizations over an axis
+def softmax(name, ins, outs, layouts, attrs):
+    """softmax / log_softmax: each row needs all of its `axis`, so that axis is required unsplit
+    (and the value settled: the op is not linear); the other dims keep their split."""
+    _check(name, ins, layouts)
+    ax = _axis(name, attrs.get("axis", -1), len(ins[0].shape))
+    need = _without(layouts[0], (ax,))
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,) * len(outs))
+
+
+def _trailing_norm(name, ins, outs, layouts, k, affine):
+    dm = _check(name, ins, layouts)
+    nd = len(ins[0].shape)
+    need = _without(layouts[0], range(nd - k, nd))
+    required = [need] + [(_replicated_like(dm, ins[i]) if (i in affine and _is_tensor(ins[i])) else layouts[i])
+                         for i in range(1, len(ins))]
+    stats = need.with_map(need.tensor_map[:nd - k] + (NOT_SPLIT,) * k)
+    return _answer(name, ins, layouts, required, [need] + [stats] * (len(outs) - 1))
+
+
+def layer_norm(name, ins, outs, layouts, attrs):
+    """layer_norm(x, weight, bias) over the trailing `normalized_shape` dims -> (y, mean, rstd):
+    the normalized dims unsplit, weight and bias whole; y keeps x's other splits, the statistics
+    (x's leading dims, size 1 at the normalized ones) too."""
+    return _trailing_norm(name, ins, outs, layouts, len(attrs["normalized_shape"]), (1, 2))
+
+
+def rms_norm(name, ins, outs, layouts, attrs):
+    """rms_norm(x, gamma) over gamma's trailing dims -> (y, rstd): as layer_norm."""
+    return _trailing_norm(name, ins, outs, layouts, len(ins[1].shape), (1,))
+
+
+# ------------------------------------------------------------------------------------------------
+# reductions
+def _reduction(kind):
+    """kind: 'sum' (a split reduced dim leaves a partial sum), 'mean' (the same, each device's mean
+    scaled by 1 / split count), 'unsplit' (max, min, prod, logsumexp ...: not a sum of per-device
+    parts, so the reduced dims are required unsplit and the value settled)."""
+
+    def rule(name, ins, outs, layouts, attrs):
+        _check(name, ins, layouts)
+        lx = layouts[0]
+        nd = len(ins[0].shape)
+        axes = _reduced_axes(name, attrs.get("axis", ()), nd)
+        keep = bool(attrs.get("keep_dims", False))
+        if kind == "unsplit":
+            need = _without(lx, axes)
+            pending, scale = (), 1.0
+        else:
+            need = lx
+            pending = set(lx.partial)
+            count = 1
+            for d in axes:
+                pending.update(lx.axes(d))
+                count *= lx.splits(d)
+            scale = 1.0 / count if kind == "mean" else 1.0
+        tm = tuple((NOT_SPLIT if d in axes else need.tensor_map[d]) for d in range(nd) if keep or d not in axes)
+        out = TensorLayout(need.device_matrix, tm, tuple(sorted(pending)))
+        return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (out,) * len(outs), scale=scale)
+
+    rule.__name__ = rule.__qualname__ = f"reduce_{kind}"
+    return rule
+
+
+reduce_sum = _reduction("sum")
+reduce_mean = _reduction("mean")
+reduce_unsplit = _reduction("unsplit")
+
+
+# ------------------------------------------------------------------------------------------------
+# lookups
+def embedding(name, ins, outs, layouts, attrs):
+    """embedding(ids, table): out = table[ids], shape ids.shape + (hidden,).
+
+    The ids' splits carry to the output's leading dims. A table split along hidden splits the
+    output's last dim. A table split along the vocabulary (Megatron's vocabulary-parallel
+    embedding) makes each device look up only the rows it holds (a `MaskedLookup`, zero rows for the
+    others' ids): the output is a partial sum over those axes. Axes the ids already use are required
+    away from the table."""
+    dm = _check(name, ins, layouts)
+    li, lw = layouts[0].settled(), layouts[1].settled()
+    used = set(li.used_axes())
+    vocab = tuple(a for a in lw.axes(0) if a not in used)
+    used.update(vocab)
+    hidden = tuple(a for a in lw.axes(1) if a not in used)
+    need_w = TensorLayout(dm, (_entry(vocab), _entry(hidden)))
+    out = TensorLayout(dm, li.tensor_map + (_entry(hidden),), vocab)
+    required = (li, need_w) + tuple(layouts[2:])
+    return _answer(name, ins, layouts, required, (out,), lookup=MaskedLookup(1, 0, 0) if vocab else None)
+
+
+def gather(name, ins, outs, layouts, attrs):
+    """gather(params, indices, axis, batch_dims): out = params[..., indices, ...] along `axis`,
+    shape params[:axis] + indices[batch_dims:] + params[axis+1:].
+
+    params' other dims keep their splits; indices' dims carry theirs (their batch dims must match
+    params'); params split along `axis` gives a masked lookup with a partial output (see embedding)."""
+    dm = _check(name, ins, layouts)
+    lp, li = layouts[0].settled(), layouts[1].settled()
+    nd, ni = len(ins[0].shape), len(ins[1].shape)
+    ax = _axis(name, attrs["axis"], nd)
+    b = int(attrs.get("batch_dims", 0))
+    used = set(lp.used_axes())
+    ri = [lp.axes(d) if d < b else tuple(a for a in li.axes(d) if a not in used) for d in range(ni)]
+    for d in range(b, ni):
+        used.update(ri[d])
+    need_i = TensorLayout(dm, tuple(_entry(e) for e in ri))
+    looked = lp.axes(ax)
+    out_map = lp.tensor_map[:ax] + need_i.tensor_map[b:] + lp.tensor_map[ax + 1:]
+    out = TensorLayout(dm, out_map, looked)
+    required = (lp, need_i) + tuple(layouts[2:])
+    return _answer(name, ins, layouts, required, (out,), lookup=MaskedLookup(0, 1, ax) if looked else None)
+
+
+# ------------------------------------------------------------------------------------------------
+# losses
+def cross_entropy(name, ins, outs, layouts, attrs):
+    """cross_entropy / nll_loss(x, target, weight): x is (N, C, d1 ...) or (C,).
+
+    The class dim C is required unsplit (a row's log-sum-exp needs every class: the vocabulary-
+    parallel loss of Megatron is a composition of several ops, not this one). The batch and spatial
+    dims keep their splits; the target follows x, the class weights are whole. reduction='none'
+    keeps the split per-element losses; 'sum' leaves a partial sum over x's split axes; 'mean' a
+    partial sum of each device's mean scaled by 1 / (number of blocks) - exact when every block has
+    the same total target weight (probability targets, no class weights, no ignore_index hits),
+    which is what data parallelism assumes too (the result's `note` says so)."""
+    dm = _check(name, ins, layouts)
+    x, target = ins[0], ins[1]
+    nd = len(x.shape)
+    cd = 1 if nd >= 2 else 0
+    need = _without(layouts[0], (cd,))
+    rows = need.tensor_map[:cd] + need.tensor_map[cd + 1:]
+    same_shape = tuple(target.shape) == tuple(x.shape)
+    need_t = need if same_shape else TensorLayout(dm, rows)
+    required = [need, need_t] + [(_replicated_like(dm, v) if _is_tensor(v) else layouts[i])
+                                 for i, v in enumerate(ins[2:], start=2)]
+    reduction = attrs.get("reduction", "mean")
+    scale, note = 1.0, ""
+    if reduction == "none":
+        out = TensorLayout(dm, rows)
+    else:
+        axes = tuple(sorted(need.used_axes()))
+        out = TensorLayout(dm, (), axes)
+        if reduction == "mean" and axes:
+            blocks = 1
+            for d in range(nd):
+                blocks *= need.splits(d)
+            scale = 1.0 / blocks
+            if not same_shape:
+                note = ("mean over a split batch: exact when every block holds the same total target weight "
+                        "(no class weights, no ignore_index hits)")
+    return _answer(name, ins, layouts, required, (out,), scale=scale, note=note)
+
+
+__all__ = ["pointwise", "linear_pointwise", "cast", "shape_only", "elementwise", "elementwise_sum",
+           "elementwise_product", "elementwise_quotient", "matmul", "dense", "addmm", "reshape", "transpose",
+           "broadcast_to", "concat", "split", "softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean",
+           "reduce_unsplit", "embedding", "gather", "cross_entropy"]
