@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...common import native_build
+from ._native_kernels import pointer, usable_with
 
 _SOURCE = r"""
 #define MS_BATCH_NORM(T, S)                                                                        \
@@ -106,33 +107,8 @@ for _T, _S in (("float", "f32"), ("double", "f64")):
 
 LIBRARY = native_build.NativeLibrary("batch_norm kernels", _SOURCE, _CDEFS)
 
-_SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
-_CTYPE = {np.dtype(np.float32): "float[]", np.dtype(np.float64): "double[]"}
-
-
 def _usable(*arrays):
-    """(module, dtype suffix) if every array (None allowed) is a C-contiguous float32/float64 array
-    of one dtype and the module builds; else None."""
-    dt = None
-    for a in arrays:
-        if a is None:
-            continue
-        if not isinstance(a, np.ndarray) or not a.flags.c_contiguous:
-            return None
-        if dt is None:
-            dt = a.dtype
-            if dt not in _SUFFIX:
-                return None
-        elif a.dtype != dt:
-            return None
-    if dt is None:
-        return None
-    mod = LIBRARY.get()
-    return None if mod is None else (mod, _SUFFIX[dt])
-
-
-def _ptr(mod, a):
-    return mod.ffi.NULL if a is None else mod.ffi.from_buffer(_CTYPE[a.dtype], a)
+    return usable_with(LIBRARY, *arrays)
 
 
 def batch_norm_train(x3, w, b, eps):
@@ -147,8 +123,8 @@ def batch_norm_train(x3, w, b, eps):
     nb, c, m = x3.shape
     y = np.empty_like(x3)
     mean, var = np.empty(c, x3.dtype), np.empty(c, x3.dtype)
-    getattr(mod.lib, "ms_bn_train_" + s)(_ptr(mod, x3), _ptr(mod, w), _ptr(mod, b), _ptr(mod, y),
-                                         _ptr(mod, mean), _ptr(mod, var), nb, c, m, float(eps))
+    getattr(mod.lib, "ms_bn_train_" + s)(pointer(mod, x3), pointer(mod, w), pointer(mod, b), pointer(mod, y),
+                                         pointer(mod, mean), pointer(mod, var), nb, c, m, float(eps))
     return y, mean, var
 
 
@@ -164,8 +140,8 @@ def batch_norm_grad(dy3, x3, w, eps):
     nb, c, m = x3.shape
     dx = np.empty_like(x3)
     dw, db = np.empty(c, x3.dtype), np.empty(c, x3.dtype)
-    getattr(mod.lib, "ms_bn_grad_" + s)(_ptr(mod, dy3), _ptr(mod, x3), _ptr(mod, w), _ptr(mod, dx),
-                                        _ptr(mod, dw), _ptr(mod, db), nb, c, m, float(eps))
+    getattr(mod.lib, "ms_bn_grad_" + s)(pointer(mod, dy3), pointer(mod, x3), pointer(mod, w), pointer(mod, dx),
+                                        pointer(mod, dw), pointer(mod, db), nb, c, m, float(eps))
     return dx, dw, db
 
 

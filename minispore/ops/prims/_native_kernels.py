@@ -296,9 +296,10 @@ _SUFFIX = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 _CTYPE = {np.dtype(np.float32): "float[]", np.dtype(np.float64): "double[]"}
 
 
-def _usable(*arrays):
-    """The kernels' module and the dtype suffix, if every array (None allowed) is a C-contiguous
-    float32/float64 array of one dtype; else None."""
+def usable_with(library, *arrays):
+    """`library`'s module and the dtype suffix, if every array (None allowed) is a C-contiguous
+    float32/float64 array of one dtype and the library builds; else None. Shared by every module
+    of C loops for PyNative (this one, _native_batch_norm)."""
     dt = None
     for a in arrays:
         if a is None:
@@ -311,13 +312,18 @@ def _usable(*arrays):
                 return None
         elif a.dtype != dt:
             return None
-    mod = LIBRARY.get()
-    if mod is None or dt is None:
+    if dt is None:
         return None
-    return mod, _SUFFIX[dt]
+    mod = library.get()
+    return None if mod is None else (mod, _SUFFIX[dt])
 
 
-def _ptr(mod, a):
+def _usable(*arrays):
+    return usable_with(LIBRARY, *arrays)
+
+
+def pointer(mod, a):
+    """A cffi pointer to `a`'s data (NULL for None)."""
     return mod.ffi.NULL if a is None else mod.ffi.from_buffer(_CTYPE[a.dtype], a)
 
 
@@ -329,7 +335,7 @@ def gelu_erf(x):
     mod, s = use
     out = np.empty_like(x)
     if x.size:
-        getattr(mod.lib, "ms_gelu_" + s)(_ptr(mod, x), _ptr(mod, out), x.size)
+        getattr(mod.lib, "ms_gelu_" + s)(pointer(mod, x), pointer(mod, out), x.size)
     return out
 
 
@@ -343,7 +349,7 @@ def gelu_erf_grad(x, dout):
     mod, s = use
     out = np.empty_like(x)
     if x.size:
-        getattr(mod.lib, "ms_gelu_grad_" + s)(_ptr(mod, x), _ptr(mod, dout), _ptr(mod, out), x.size)
+        getattr(mod.lib, "ms_gelu_grad_" + s)(pointer(mod, x), pointer(mod, dout), pointer(mod, out), x.size)
     return out
 
 
@@ -362,7 +368,7 @@ def softmax_rows(x):
     mod, s = use
     out = np.empty_like(x)
     rows, n = _rows_of(x)
-    getattr(mod.lib, "ms_softmax_" + s)(_ptr(mod, x), _ptr(mod, out), rows, n)
+    getattr(mod.lib, "ms_softmax_" + s)(pointer(mod, x), pointer(mod, out), rows, n)
     return out
 
 
@@ -376,7 +382,7 @@ def softmax_grad_rows(y, dout):
     mod, s = use
     out = np.empty_like(y)
     rows, n = _rows_of(y)
-    getattr(mod.lib, "ms_softmax_grad_" + s)(_ptr(mod, y), _ptr(mod, dout), _ptr(mod, out), rows, n)
+    getattr(mod.lib, "ms_softmax_grad_" + s)(pointer(mod, y), pointer(mod, dout), pointer(mod, out), rows, n)
     return out
 
 
@@ -392,8 +398,8 @@ def layer_norm_rows(x2, w, b, eps):
     rows, n = x2.shape
     y = np.empty_like(x2)
     mean, rstd = np.empty(rows, x2.dtype), np.empty(rows, x2.dtype)
-    getattr(mod.lib, "ms_layer_norm_" + s)(_ptr(mod, x2), _ptr(mod, w), _ptr(mod, b), _ptr(mod, y),
-                                           _ptr(mod, mean), _ptr(mod, rstd), rows, n, float(eps))
+    getattr(mod.lib, "ms_layer_norm_" + s)(pointer(mod, x2), pointer(mod, w), pointer(mod, b), pointer(mod, y),
+                                           pointer(mod, mean), pointer(mod, rstd), rows, n, float(eps))
     return y, mean, rstd
 
 
@@ -409,8 +415,8 @@ def layer_norm_grad_rows(dy2, x2, w, mean, rstd):
     rows, n = x2.shape
     dx = np.empty_like(x2)
     dw64, db64 = np.zeros(n), np.zeros(n)
-    getattr(mod.lib, "ms_layer_norm_grad_" + s)(_ptr(mod, dy2), _ptr(mod, x2), _ptr(mod, w), _ptr(mod, mean),
-                                                _ptr(mod, rstd), _ptr(mod, dx), mod.ffi.from_buffer("double[]", dw64),
+    getattr(mod.lib, "ms_layer_norm_grad_" + s)(pointer(mod, dy2), pointer(mod, x2), pointer(mod, w), pointer(mod, mean),
+                                                pointer(mod, rstd), pointer(mod, dx), mod.ffi.from_buffer("double[]", dw64),
                                                 mod.ffi.from_buffer("double[]", db64), rows, n)
     return dx, dw64.astype(x2.dtype), db64.astype(x2.dtype)
 
