@@ -24,14 +24,20 @@ _SOURCE, _TARGET = "mindspore", "minispore"
 
 
 class _AliasLoader(importlib.abc.Loader):
+    """Hands back the already-imported minispore module. The import system stamps the alias's
+    spec onto whatever create_module returns; exec_module puts the module's own spec back, or
+    `minispore.__spec__` would name 'mindspore' and an alias loader (importlib.resources and
+    importlib.util.find_spec('minispore') then break for the rest of the process)."""
+
     def __init__(self, module):
         self.module = module
+        self.own_spec = module.__spec__
 
     def create_module(self, spec):
         return self.module
 
     def exec_module(self, module):       # already executed under its minispore name
-        pass
+        module.__spec__ = self.own_spec
 
 
 class _MindsporeAlias(importlib.abc.MetaPathFinder):
