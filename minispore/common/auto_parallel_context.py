@@ -14,7 +14,9 @@ them; before that they report their defaults (1 and 0).
 
 Which keys change how minispore computes today: `parallel_mode` (data_parallel/hybrid_parallel make
 TrainOneStepCell and Model insert the gradient reducer), `gradients_mean`, `device_num` (the mean's
-degree) and `comm_fusion` / `all_reduce_fusion_config` (the reducer's buckets). The others are
+degree) and `comm_fusion` / `all_reduce_fusion_config` (the reducer's buckets), and
+`enable_parallel_optimizer` / `parallel_optimizer_config` (level, threshold: TrainOneStepCell inserts
+nn/optim/parallel_optimizer.py's ZeRO ParallelOptimizer in data-parallel mode). The others are
 recorded for the features that read them (semi-auto parallel, optimizer parallel, pipelines).
 """
 from __future__ import annotations

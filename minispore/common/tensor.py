@@ -394,7 +394,8 @@ class Parameter(Tensor):
         return self
 
     def clone(self, init="same"):
-        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad)
+        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad,
+                         parallel_optimizer=self.parallel_optimizer)
 
     @property
     def data(self):
@@ -405,10 +406,13 @@ class Parameter(Tensor):
                 f"requires_grad={self.requires_grad})")
 
     def __reduce__(self):
-        return (Parameter, (self._data, self.name, self.requires_grad))
+        return (Parameter, (self._data, self.name, self.requires_grad, self.layerwise_parallel,
+                            self.parallel_optimizer))
 
     def __deepcopy__(self, memo):
-        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad)
+        # (parallel_optimizer=False, the ZeRO opt-out of nn/optim/parallel_optimizer.py, survives copies)
+        return Parameter(self._data.copy(), name=self.name, requires_grad=self.requires_grad,
+                         parallel_optimizer=self.parallel_optimizer)
 
 
 class ParameterTuple(tuple):

@@ -125,6 +125,27 @@ def _grad_reducer_for(weights):
                                   apc.get_auto_parallel_context("device_num"))
 
 
+def _parallel_optimizer_for(train_cell, optimizer, network):
+    """MindSpore's rule: `enable_parallel_optimizer=True` in data_parallel / hybrid_parallel mode ->
+    an `nn.optim.parallel_optimizer.ParallelOptimizer` (ZeRO, `parallel_optimizer_config`'s level
+    and threshold) in place of the gradient reducer; otherwise None."""
+    from .optim import parallel_optimizer as zero
+    cfg = zero.settings()
+    if cfg is None:
+        return None
+    from ..common import process_groups
+    if type(train_cell).construct is not TrainOneStepCell.construct:
+        raise OpValueError(type(train_cell).__name__, "TrainOneStepCell itself for optimizer parallel "
+                           "(enable_parallel_optimizer=True); a subclass with its own construct is not supported",
+                           type(train_cell).__name__)
+    world = process_groups.world()      # join the world first, so an unset device_num reads its size
+    if cfg["shard_size"] not in (-1, world.size):
+        raise OpValueError("TrainOneStepCell", f"parallel_optimizer_config 'optimizer_weight_shard_size' -1 or "
+                           f"the world size {world.size} (sharding over part of the ranks is not implemented)",
+                           repr(cfg["shard_size"]))
+    return zero.ParallelOptimizer(optimizer, network, level=cfg["level"], threshold=cfg["threshold"])
+
+
 class TrainOneStepCell(Cell):
     """`TrainOneStepCell(network, optimizer, sens=None, return_grad=False)`.
 
@@ -132,7 +153,10 @@ class TrainOneStepCell(Cell):
     `optimizer.parameters` (the same objects, in the same order, the optimizer updates), scaled by
     `sens` if given, passed through `grad_reducer`, then handed to the optimizer. `grad_reducer` is
     the identity unless `parallel_mode` is "data_parallel" or "hybrid_parallel": then it is an
-    `nn.DistributedGradReducer` whose bucketed all-reduces start during backward.
+    `nn.DistributedGradReducer` whose bucketed all-reduces start during backward. With
+    `enable_parallel_optimizer=True` there, `parallel_optimizer` is a ZeRO `ParallelOptimizer`
+    (nn/optim/parallel_optimizer.py) that does the reduction and the update instead (and
+    `grad_reducer` is the identity); otherwise `parallel_optimizer` is None.
     """
 
     def __init__(self, network, optimizer, sens=None, return_grad=False):
@@ -151,7 +175,9 @@ class TrainOneStepCell(Cell):
         self.weights = self.optimizer.parameters
         self.sens = sens
         self.return_grad = return_grad
-        self.grad_reducer = _grad_reducer_for(self.weights)
+        # optimizer parallel (ZeRO) reduces the gradients itself (nn/optim/parallel_optimizer.py)
+        self.parallel_optimizer = _parallel_optimizer_for(self, self.optimizer, self.network)
+        self.grad_reducer = Identity() if self.parallel_optimizer is not None else _grad_reducer_for(self.weights)
         from ..autograd import value_and_grad
         self._grad_fn = value_and_grad(self.network, grad_position=None, weights=self.weights)
 
@@ -167,8 +193,12 @@ class TrainOneStepCell(Cell):
         if self.sens is not None:
             # the backward pass is linear in the output cotangent: sens * d(loss)
             grads = tuple(g * self.sens for g in grads)
-        grads = self.grad_reducer(grads)
-        self.optimizer(grads)
+        if self.parallel_optimizer is not None:
+            # ZeRO: reduce (all-reduce or reduce-scatter), update this rank's slices, all-gather
+            grads = self.parallel_optimizer(grads)
+        else:
+            grads = self.grad_reducer(grads)
+            self.optimizer(grads)
         if self.return_grad:
             # MindSpore returns the gradients by parameter name
             return loss, {p.name: g for p, g in zip(self.weights, grads)}
