@@ -209,7 +209,8 @@ def start_all_reduce(x, op="sum", group=WORLD, nonblocking=False):
     _count("all_reduce", send.nbytes, ring_bytes_all_reduce(x.size, x.itemsize, g.size, g.rank))
     recv = np.empty_like(send)
     req = _post(g.comm, "Allreduce", nonblocking, send, recv, op=_mpi_op(op.lower()))
-    return Pending(req, lambda: recv.astype(dtype, copy=False))
+    # (reshape: np.ascontiguousarray makes a 0-d input 1-d; the sum keeps the input's shape)
+    return Pending(req, lambda: recv.astype(dtype, copy=False).reshape(x.shape))
 
 
 def start_all_gather(x, group=WORLD, nonblocking=False):
