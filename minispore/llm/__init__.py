@@ -13,7 +13,7 @@ generate.py, hf.py (HuggingFace folders), memory_estimate.py (bytes from a confi
 training loop), and the CLI commands: cli_commands.py (`minispore train` / `generate`) and
 dryrun_command.py (`minispore dryrun`).
 """
-from .config import LlamaConfig, Preset, PRESETS, get_preset
+from .config import LlamaConfig, Preset, PRESETS, TransformerOpParallelConfig, get_preset
 from .rope import apply_rotary_emb, rope_tables, rotate_half
 from .attention import flash_attention, get_attention, naive_attention, repeat_kv
 from .block_manager import BlockManager, OutOfBlocksError
@@ -22,7 +22,7 @@ from .model import Attention, FeedForward, Llama, LlamaForCausalLM, TransformerB
 from .generate import GenerationResult, generate, generate_batch, generate_text
 from .sampling import SamplingParams, sample_next
 
-__all__ = ["LlamaConfig", "Preset", "PRESETS", "get_preset", "apply_rotary_emb", "rope_tables", "rotate_half",
+__all__ = ["LlamaConfig", "Preset", "PRESETS", "TransformerOpParallelConfig", "get_preset", "apply_rotary_emb", "rope_tables", "rotate_half",
            "flash_attention", "get_attention", "naive_attention", "repeat_kv", "BlockManager", "OutOfBlocksError",
            "KVCache", "LayerKVCache", "PagedKVCache", "Attention", "FeedForward", "Llama", "LlamaForCausalLM",
            "TransformerBlock",

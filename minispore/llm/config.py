@@ -128,6 +128,61 @@ def _finite_positive(v) -> bool:
 
 
 @dataclass
+class TransformerOpParallelConfig:
+    """How a LLaMA is spread over the ranks: MindSpore / MindFormers' `parallel_config` names.
+
+    * `data_parallel` (dp): replicas of the (tensor-parallel) model, each on 1/dp of the global batch;
+    * `model_parallel` (tp): the tensor-parallel group size (Megatron's column/row split: heads,
+      key/value heads and FFN units divided by tp);
+    * `use_seq_parallel`: the norm and residual regions split along the sequence too
+      (Korthikanti et al. 2022): all-gather / reduce-scatter instead of all-reduce;
+    * `vocab_emb_dp`: the embedding table (and the output head) replicated over the tp group
+      (True, MindSpore's default) instead of split along the vocabulary (False);
+    * `pipeline_stage`, `micro_batch_num`: pipeline parallelism; only 1 is accepted where a model
+      is built (llm/tensor_parallel.py) until the pipeline exists.
+
+    dp * tp * pipeline_stage must equal the number of processes where the config is spent.
+    Like LlamaConfig it is a plain, JSON-friendly description: `to_dict` / `from_dict` (a yaml
+    `parallel_config:` block reads straight in).
+    """
+
+    data_parallel: int = 1
+    model_parallel: int = 1
+    pipeline_stage: int = 1
+    micro_batch_num: int = 1
+    use_seq_parallel: bool = False
+    vocab_emb_dp: bool = True
+
+    def __post_init__(self):
+        for name in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num"):
+            v = getattr(self, name)
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
+                raise OpValueError("TransformerOpParallelConfig", f"'{name}' as a positive int", repr(v))
+        for name in ("use_seq_parallel", "vocab_emb_dp"):
+            if not isinstance(getattr(self, name), bool):
+                raise OpValueError("TransformerOpParallelConfig", f"'{name}' as True or False",
+                                   repr(getattr(self, name)))
+
+    @property
+    def world_size(self) -> int:
+        return self.data_parallel * self.model_parallel * self.pipeline_stage
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TransformerOpParallelConfig":
+        if not isinstance(d, dict):
+            raise OpTypeError("TransformerOpParallelConfig.from_dict", "a dict", type(d).__name__)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise OpValueError("TransformerOpParallelConfig.from_dict", f"keys among {sorted(known)}",
+                               f"unknown keys {unknown}")
+        return cls(**d)
+
+
+@dataclass
 class Preset:
     """A named model plus the training hyper-parameters it is meant to be trained with."""
 
@@ -191,4 +246,4 @@ def get_preset(name: str) -> Preset:
     return Preset(model=dataclasses.replace(p.model), train=dict(p.train), description=p.description)
 
 
-__all__ = ["LlamaConfig", "Preset", "PRESETS", "get_preset"]
+__all__ = ["LlamaConfig", "TransformerOpParallelConfig", "Preset", "PRESETS", "get_preset"]

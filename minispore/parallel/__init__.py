@@ -11,8 +11,9 @@
   `unified_safetensors` -- offline file work, no MPI needed.
 * `megatron`: tensor parallelism written out in PyNative (Megatron-LM's f/g operators):
   `ColumnParallelDense`, `RowParallelDense`, `VocabParallelEmbedding`,
-  `vocab_parallel_cross_entropy`, `gathered_parameters` (minispore.llm.tensor_parallel applies
-  them to LLaMA).
+  `vocab_parallel_cross_entropy`, `gathered_parameters`, and sequence parallelism's region
+  operators `GatherFromSequenceParallelRegion` / `ReduceScatterToSequenceParallelRegion`
+  (minispore.llm.tensor_parallel applies them to LLaMA).
 
 Layer: above train (it reads and writes checkpoints with train.serialization), below llm.
 """
@@ -23,8 +24,9 @@ from .strategy_file import (ParallelLayouts, build_searched_strategy, build_stra
 from .checkpoint_transform import (load_distributed_checkpoint, merge_sliced_parameter, rank_list_for_transform,
                                    transform_checkpoint_by_rank, transform_checkpoints, unified_safetensors)
 from .megatron import (ColumnParallelDense, CopyToModelParallelRegion, GatherFromModelParallelRegion,
-                       ReduceFromModelParallelRegion, RowParallelDense, ScatterToModelParallelRegion,
-                       VocabParallelEmbedding, gathered_parameters, vocab_parallel_cross_entropy)
+                       GatherFromSequenceParallelRegion, ReduceFromModelParallelRegion,
+                       ReduceScatterToSequenceParallelRegion, RowParallelDense, ScatterToModelParallelRegion,
+                       VocabParallelEmbedding, gathered_parameters, sequence_chunk, vocab_parallel_cross_entropy)
 
 __all__ = ["Layout", "assemble", "check_shape", "replica_groups", "shard_of", "shard_shape", "slice_bounds",
            "slice_index", "ParallelLayouts", "build_searched_strategy", "build_strategy", "load_strategy_file",
@@ -33,4 +35,5 @@ __all__ = ["Layout", "assemble", "check_shape", "replica_groups", "shard_of", "s
            "unified_safetensors",
            "ColumnParallelDense", "RowParallelDense", "VocabParallelEmbedding", "vocab_parallel_cross_entropy",
            "gathered_parameters", "CopyToModelParallelRegion", "ReduceFromModelParallelRegion",
-           "GatherFromModelParallelRegion", "ScatterToModelParallelRegion"]
+           "GatherFromModelParallelRegion", "ScatterToModelParallelRegion",
+           "GatherFromSequenceParallelRegion", "ReduceScatterToSequenceParallelRegion", "sequence_chunk"]

@@ -12,7 +12,10 @@ One matrix product `y = x W^T` can be spread over the p ranks of a group in two 
 A column-parallel layer followed by a row-parallel one (attention: QKV then the output projection;
 an MLP: up then down) needs no communication in between: the column layer's output slices are
 exactly the row layer's input blocks, and elementwise functions (SiLU, the per-head attention)
-work on slices. So a whole transformer block costs one all-reduce forward and one backward.
+work on slices. So each of a transformer block's two regions (attention, MLP) costs one
+all-reduce forward and one backward - provided the region's column-parallel layers share ONE `f`
+(Megatron fuses QKV, and gate/up, into one GEMM; here they are built with copy_input=False and
+the block applies f once): three separate f's would all-reduce three input gradients.
 
 Where the collectives go is decided by two conjugate operators, Megatron's `f` and `g`:
 
@@ -44,6 +47,30 @@ clear error says what to change).
 A replicated parameter (a norm's weight, a row-parallel layer's bias) gets the same gradient on
 every rank with no extra communication: the gradient that reaches it is replicated, because every
 path into the parallel regions goes through an `f`, whose backward all-reduce makes it so.
+
+Sequence parallelism (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", section 4.2.2). Between two parallel regions plain TP keeps the norm and the
+residual add REPLICATED: every rank computes and stores the same (batch*seq, dim) tensors. They
+work row by row, so they can be split along the sequence instead: rank r holds positions
+[r s/p, (r+1) s/p) of every sequence there. The conjugate pair becomes
+
+                 forward                          backward
+    f-bar        all-gather along the sequence    reduce-scatter along the sequence
+    g-bar        reduce-scatter along the seq.    all-gather along the sequence
+
+    x_r ──f-bar──> [ column-parallel ] ── [ row-parallel ] ──g-bar──> out_r
+    (seq chunk r)        (all positions, this rank's heads/units)       (seq chunk r)
+
+A ring all-reduce IS a reduce-scatter followed by an all-gather, so the bytes on the wire are
+the same as TP's; what changes is that the norm/residual activations take 1/p of the memory.
+Unlike f and g, these two need no custom backward: the all-gather and reduce-scatter
+primitives' own rules (ops/prims/comm.py: the gradient of a gather is a reduce-scatter and
+vice versa) are exactly right here, because the tensors on either side are NOT replicated
+copies (each rank holds another chunk, or another partial sum), so no p-fold double count can
+arise. What does change: a replicated weight inside the sequence-parallel region (a norm's
+gamma) now sees only this rank's positions, so its gradient is a PARTIAL sum, to be
+all-reduced over the tensor-parallel group once per step (Megatron's
+`allreduce_sequence_parallel_grad`; llm/tensor_parallel.py's grad reducer does it).
 """
 from __future__ import annotations
 
@@ -189,6 +216,90 @@ class ScatterToModelParallelRegion(nn.Cell):
 
 
 # -------------------------------------------------------------------------------------------------
+# the sequence-parallel pair f-bar / g-bar (Korthikanti et al.: all-gather / reduce-scatter along s)
+def _check_seq_rows(op, x, batch, size, gathered):
+    """x must be a (batch * positions, hidden) Tensor whose positions split into `size` chunks."""
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise OpValueError(op, "a 2-D (batch * positions, hidden) Tensor", f"shape {tuple(getattr(x, 'shape', ()))}")
+    if isinstance(batch, bool) or not isinstance(batch, numbers.Integral) or batch <= 0 or x.shape[0] % batch:
+        raise OpValueError(op, f"'batch' as a positive int dividing the {x.shape[0]} rows", repr(batch))
+    positions = x.shape[0] // batch
+    if gathered and positions % size:
+        raise OpValueError(op, f"a sequence length divisible by the tensor-parallel size {size} (use_seq_parallel "
+                           "splits the positions into equal chunks)", f"{positions} positions")
+    return positions
+
+
+def _seq_major(x, batch, positions):
+    """(batch*positions, h), rows batch-major -> (positions, batch, h): the sequence on axis 0,
+    where the MPI collectives join / cut blocks (Megatron keeps [s, b, h] throughout; minispore's
+    LLaMA keeps rows batch-major, so the layout turns here - free when batch == 1)."""
+    x = F.reshape(x, (batch, positions, x.shape[-1]))
+    return x if batch == 1 else F.transpose(x, (1, 0, 2))
+
+
+def _batch_major(x, batch):
+    """(positions, batch, h) -> (batch*positions, h)."""
+    if batch != 1:
+        x = F.transpose(x, (1, 0, 2))
+    return F.reshape(x, (-1, x.shape[-1]))
+
+
+class GatherFromSequenceParallelRegion(nn.Cell):
+    """Korthikanti's f-bar, the entry of a parallel region under sequence parallelism: forward
+    all-gathers the ranks' sequence chunks (every rank gets all positions, rank order = position
+    order); backward reduce-scatters the gradient (the column-parallel layers after it each
+    produced a partial gradient of the gathered input: sum them, keep this rank's chunk). Both
+    directions are the all_gather primitive and its own backward rule.
+
+        construct(x, batch): (batch * s/p, h) -> (batch * s, h)
+    """
+
+    def __init__(self, group=None):
+        super().__init__()
+        self.group, self.tp_size, self.tp_rank = group_info("GatherFromSequenceParallelRegion", group)
+
+    def construct(self, x, batch):
+        positions = _check_seq_rows("GatherFromSequenceParallelRegion", x, batch, self.tp_size, False)
+        if self.tp_size == 1:
+            return x
+        gathered = comm_func.all_gather_into_tensor(_seq_major(x, batch, positions), group=self.group)[0]
+        return _batch_major(gathered, batch)
+
+
+class ReduceScatterToSequenceParallelRegion(nn.Cell):
+    """Korthikanti's g-bar, the exit of a parallel region under sequence parallelism: forward sums
+    the ranks' partial products and keeps this rank's chunk of the positions (reduce-scatter);
+    backward all-gathers the chunks' gradients (every rank's partial product fed every chunk).
+    The reduce_scatter primitive and its own backward rule.
+
+        construct(x, batch): (batch * s, h) partial sums -> (batch * s/p, h) this rank's chunk
+    """
+
+    def __init__(self, group=None):
+        super().__init__()
+        self.group, self.tp_size, self.tp_rank = group_info("ReduceScatterToSequenceParallelRegion", group)
+
+    def construct(self, x, batch):
+        positions = _check_seq_rows("ReduceScatterToSequenceParallelRegion", x, batch, self.tp_size, True)
+        if self.tp_size == 1:
+            return x
+        chunk = comm_func.reduce_scatter_tensor(_seq_major(x, batch, positions), "sum", group=self.group)[0]
+        return _batch_major(chunk, batch)
+
+
+def sequence_chunk(op, x, axis, size, rank):
+    """This rank's chunk of positions [rank*s/size, (rank+1)*s/size) of `x` along `axis` (a view;
+    no communication: ids and targets are replicated, every rank can cut its own chunk)."""
+    n = x.shape[axis]
+    if n % size:
+        raise OpValueError(op, f"a sequence length divisible by the tensor-parallel size {size} (use_seq_parallel "
+                           "splits the positions into equal chunks)", f"{n} positions")
+    k = n // size
+    return x if size == 1 else F.narrow(x, axis, rank * k, k)
+
+
+# -------------------------------------------------------------------------------------------------
 # layers
 def _check_dense(op, dense):
     if not isinstance(dense, nn.Dense):
@@ -216,12 +327,17 @@ class ColumnParallelDense(nn.Cell):
     or a per-head computation; `True` all-gathers the full output on every rank. `even_split=False`
     accepts out_channels not divisible by p (the first out_channels % p ranks get one more
     column: an output head over a 65-token vocabulary); `split_sizes` lists the widths.
+
+    `copy_input=False` leaves out the `f`: the caller applies the region's entry operator ONCE for
+    all the layers that share this input (wq, wk and wv; the gate and up projections), as
+    Megatron's fused QKV / gate-up GEMMs do - `f` under tensor parallelism (one all-reduce in
+    backward instead of three), the sequence all-gather f-bar under sequence parallelism.
     """
 
     # parameter -> the axis of the full tensor it is a block of (absent: replicated)
     tensor_parallel_axes = {"weight": 0, "bias": 0}
 
-    def __init__(self, dense, group=None, gather_output=False, even_split=True):
+    def __init__(self, dense, group=None, gather_output=False, even_split=True, copy_input=True):
         super().__init__()
         op = "ColumnParallelDense"
         _check_dense(op, dense)
@@ -235,11 +351,13 @@ class ColumnParallelDense(nn.Cell):
         self.bias = _param(dense.bias, cut(dense.bias.asnumpy())) if dense.has_bias else None
         self.activation = dense.activation             # elementwise: fine on a slice
         self.gather_output = bool(gather_output)
+        self.copy_input = bool(copy_input)
         self.copy_to = CopyToModelParallelRegion(self.group)
         self.gather = GatherFromModelParallelRegion(self.group, self.split_sizes)
 
     def construct(self, x):
-        x = self.copy_to(x)                           # f: every rank uses all of x
+        if self.copy_input:
+            x = self.copy_to(x)                       # f: every rank uses all of x
         y = _dense_2d("ColumnParallelDense", x, self.weight, self.bias, self.in_channels)
         if self.activation is not None:
             y = self.activation(y)
@@ -259,14 +377,23 @@ class RowParallelDense(nn.Cell):
     The bias is added once, AFTER the reduce: added before, it would be summed p times.
     `input_is_parallel=True` (the usual case) takes the slice a ColumnParallelDense produced;
     `False` takes the full input and keeps this rank's block.
+
+    `reduce_output=False` returns the partial product x_r W_r^T itself, for a caller that reduces
+    it another way: under sequence parallelism the block's reduce-scatter along the sequence
+    (g-bar) replaces the all-reduce. A bias (or activation) cannot be applied to a partial sum,
+    so the layer must then have neither.
     """
 
     tensor_parallel_axes = {"weight": 1}             # the bias is replicated
 
-    def __init__(self, dense, group=None, input_is_parallel=True):
+    def __init__(self, dense, group=None, input_is_parallel=True, reduce_output=True):
         super().__init__()
         op = "RowParallelDense"
         _check_dense(op, dense)
+        if not reduce_output and (dense.has_bias or dense.activation is not None):
+            raise OpValueError(op, "a Dense without bias and activation when reduce_output=False (they "
+                               "cannot act on a partial sum)", f"has_bias={dense.has_bias}, "
+                               f"activation={type(dense.activation).__name__ if dense.activation else None}")
         self.group, self.tp_size, self.tp_rank = group_info(op, group)
         self.weight = _param(dense.weight, shard(op, "in_channels", dense.weight.asnumpy(), 1,
                                                  self.tp_size, self.tp_rank))
@@ -277,6 +404,7 @@ class RowParallelDense(nn.Cell):
         self.bias = _param(dense.bias, dense.bias.asnumpy().copy()) if dense.has_bias else None
         self.activation = dense.activation             # after the sum: the nonlinearity needs all of it
         self.input_is_parallel = bool(input_is_parallel)
+        self.reduce_output = bool(reduce_output)
         self.scatter = ScatterToModelParallelRegion(self.group)
         self.reduce = ReduceFromModelParallelRegion(self.group)
 
@@ -284,6 +412,8 @@ class RowParallelDense(nn.Cell):
         if not self.input_is_parallel:
             x = self.scatter(x)
         partial = _dense_2d("RowParallelDense", x, self.weight, None, self.in_channels)
+        if not self.reduce_output:
+            return partial                            # the caller reduces (g-bar under SP)
         y = self.reduce(partial)                      # g: sum the ranks' partial products
         if self.bias is not None:
             y = y + self.bias
@@ -327,15 +457,21 @@ class VocabParallelEmbedding(nn.Cell):
         self.vocab_end = self.vocab_start + self.split_sizes[self.tp_rank]
         self.reduce = ReduceFromModelParallelRegion(self.group)
 
-    def construct(self, ids):
+    def local_rows(self, ids):
+        """The lookup of this rank's shard before the sum: the rows of the ids it owns, zeros for
+        the others. Summed over the ranks this is the full lookup: `construct` all-reduces it (g);
+        under sequence parallelism the model reduce-scatters it along the sequence instead (each
+        rank then receives the finished rows of its own positions only)."""
         op = "VocabParallelEmbedding"
         if not isinstance(ids, Tensor) or ids.dtype.kind not in ("int", "uint"):
             raise OpTypeError(op, "integer ids (a Tensor)", str(getattr(ids, "dtype", type(ids).__name__)))
         mine = F.logical_and(ids >= self.vocab_start, ids < self.vocab_end)
         local_ids = F.where(mine, ids - self.vocab_start, F.zeros_like(ids))
         rows = F.embedding(local_ids, self.embedding_table)
-        rows = rows * F.expand_dims(F.cast(mine, rows.dtype), -1)     # ids another rank owns: 0
-        return self.reduce(rows)                                      # g: exactly one rank is non-zero
+        return rows * F.expand_dims(F.cast(mine, rows.dtype), -1)     # ids another rank owns: 0
+
+    def construct(self, ids):
+        return self.reduce(self.local_rows(ids))                     # g: exactly one rank is non-zero
 
     def extend_repr(self):
         return (f"vocab_size={self.vocab_size}, rows [{self.vocab_start}, {self.vocab_end}) on rank "
@@ -435,4 +571,6 @@ def gathered_parameters(net) -> dict:
 
 __all__ = ["ColumnParallelDense", "RowParallelDense", "VocabParallelEmbedding", "vocab_parallel_cross_entropy",
            "CopyToModelParallelRegion", "ReduceFromModelParallelRegion", "GatherFromModelParallelRegion",
-           "ScatterToModelParallelRegion", "gathered_parameters", "group_info", "shard", "split_sizes"]
+           "ScatterToModelParallelRegion", "GatherFromSequenceParallelRegion",
+           "ReduceScatterToSequenceParallelRegion", "sequence_chunk", "gathered_parameters", "group_info",
+           "shard", "split_sizes"]
