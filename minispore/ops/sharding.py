@@ -18,10 +18,17 @@ A primitive's `sharding` fact (ops/primitive.py) maps its inputs' layouts to its
 themselves live in ops/sharding_rules.py; this module is only the vocabulary they share with the
 compiler pass that reads them (parallel/, graph/), kept minimal and free of MindSpore's alias names
 (the user-facing `ms.Layout` converts to `TensorLayout`).
+
+Two NumPy helpers move between a global value and the devices' blocks - what a test, a
+single-process simulation of every rank, or a checkpoint tool needs: `local_block(array, layout,
+rank)` cuts one device's block out, `assemble_blocks(blocks_by_rank, layout, shape)` puts the
+blocks back together (summing partial ones, checking that replicas agree).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..common.errors import OpValueError
 
@@ -159,6 +166,18 @@ class TensorLayout:
             i = i * self.axis_size(a) + c[a]
         return i
 
+    def block_slices(self, rank, shape, op="TensorLayout") -> tuple:
+        """The index (a tuple of slices) of device `rank`'s block in a tensor of global `shape`."""
+        local = self.local_shape(shape, op=op)
+        c = self.coords(rank)
+        out = []
+        for d, n in enumerate(local):
+            i = 0
+            for a in self.axes(d):
+                i = i * self.axis_size(a) + c[a]
+            out.append(slice(i * n, (i + 1) * n))
+        return tuple(out)
+
     def __repr__(self):
         p = f", partial={self.partial}" if self.partial else ""
         return f"TensorLayout({self.device_matrix}, {self.tensor_map}{p})"
@@ -171,11 +190,35 @@ class MaskedLookup:
     it computes `where(valid, op(table, clip(ids - start, 0, n - 1)), 0)` with
     `valid = start <= ids < start + n`; the output is then a partial sum over the table's axes for
     that dim (exactly one device contributes each row). `table` and `indices` are input positions,
-    `axis` the table dim; the output rows are masked along the dims that came from `indices`."""
+    `axis` the table dim; the output rows are masked along the dims that came from `indices`.
+    `batch_dims` (a gather's) leading dims are shared by table and indices: the looked-up dims sit
+    in the output after the table's dims before `axis` (params[:axis] + indices[batch_dims:] + ...)."""
 
     table: int
     indices: int
     axis: int
+    batch_dims: int = 0
+
+    def run(self, kernel, args, attrs, table_layout: TensorLayout, rank: int):
+        """Device `rank`'s masked lookup: `kernel(*args, **attrs)` with `args` its local blocks,
+        the ids shifted into the local rows of the table and the rows of ids it does not hold
+        zeroed. `table_layout` is the table's layout (where this device's rows start)."""
+        args = list(args)
+        table, ids = np.asarray(args[self.table]), np.asarray(args[self.indices])
+        n = table.shape[self.axis]
+        start = table_layout.block_index(rank, self.axis) * n
+        valid = (ids >= start) & (ids < start + n)
+        args[self.indices] = np.where(valid, ids - start, 0).astype(ids.dtype, copy=False)
+        out = np.asarray(kernel(*args, **attrs))
+        mask = valid.reshape(self.mask_shape(ids.shape, table.ndim))
+        return np.where(mask, out, np.zeros((), dtype=out.dtype))
+
+    def mask_shape(self, ids_shape, table_ndim) -> tuple:
+        """The shape to reshape the ids' validity mask to so that it broadcasts against the
+        output: the ids' batch dims first, size 1 for the table's dims before `axis`, the other ids
+        dims, size 1 for the table's dims after `axis` (an embedding: ids.shape + (1,))."""
+        ids_shape, b = tuple(ids_shape), self.batch_dims
+        return ids_shape[:b] + (1,) * (self.axis - b) + ids_shape[b:] + (1,) * (table_ndim - self.axis - 1)
 
 
 @dataclass(frozen=True)
@@ -188,9 +231,11 @@ class ShardingResult:
                      to first - `out_layouts` then describe the outputs for those layouts;
     * `scale`        the factor each device's local outputs are multiplied by (a mean over a split
                      dim: the local mean divided by the split count, summed by the AllReduce);
-    * `lookup`       a `MaskedLookup` when the local kernel must be the masked lookup it describes;
-    * `local_attrs`  attributes the per-device kernel takes instead of the node's (a reshape's
-                     target `shape` becomes the local block's shape), else None;
+    * `lookup`       a `MaskedLookup` when the local kernel must be the masked lookup it describes
+                     (`MaskedLookup.run` is that computation in NumPy);
+    * `local_attrs`  attributes the per-device kernel takes instead of the node's, merged over them
+                     (`{**attrs, **local_attrs}`: a reshape's target `shape` becomes the local
+                     block's shape, a flash attention's `head_num` the local head count), else None;
     * `note`         a caveat the pass may report (an exactness assumption), else "".
     """
 
@@ -202,4 +247,61 @@ class ShardingResult:
     note: str = ""
 
 
-__all__ = ["NOT_SPLIT", "TensorLayout", "MaskedLookup", "ShardingResult"]
+# ------------------------------------------------------------------------------------------------
+# moving between a global value and the devices' blocks (NumPy; used by tests, simulators, the pass)
+def local_block(array, layout: TensorLayout, rank: int) -> np.ndarray:
+    """Device `rank`'s block of the global `array` under `layout`: the slice its tensor map gives
+    (a view of `array` where NumPy allows). A *partial* layout is sliced as if it were replicated
+    along the partial axes - every device of a partial group gets the whole block, not a summand;
+    splitting a value into summands is a choice (zeros on all but one device, random parts ...)
+    that this function does not make. Raises OpValueError when the layout does not fit."""
+    array = np.asarray(array)
+    if not 0 <= int(rank) < layout.device_num:
+        raise OpValueError("local_block", f"a rank in [0, {layout.device_num}) for the device matrix "
+                           f"{layout.device_matrix}", repr(rank))
+    return array[layout.block_slices(int(rank), array.shape, op="local_block")]
+
+
+def assemble_blocks(blocks_by_rank, layout: TensorLayout, shape, *, rtol=1e-5, atol=1e-8) -> np.ndarray:
+    """The global value of shape `shape` from every device's block (the inverse of `local_block`).
+
+    `blocks_by_rank` maps each rank of the device matrix to its block (a list indexed by rank also
+    works). Blocks of devices that differ only along the `partial` axes are SUMMED (they hold
+    summands); devices that differ only along axes the layout does not use are replicas, and
+    their assembled values must agree within `rtol`/`atol` (else OpValueError: a replica drifted,
+    which in a real run is a bug). Every rank must be present, with a block of the local shape."""
+    shape = tuple(int(s) for s in shape)
+    n = layout.device_num
+    if not isinstance(blocks_by_rank, dict):
+        blocks_by_rank = dict(enumerate(blocks_by_rank))
+    missing = [r for r in range(n) if r not in blocks_by_rank]
+    if missing or len(blocks_by_rank) != n:
+        raise OpValueError("assemble_blocks", f"one block for each of the {n} ranks of the device matrix "
+                           f"{layout.device_matrix}", f"ranks {sorted(blocks_by_rank)}")
+    local = layout.local_shape(shape, op="assemble_blocks")
+    blocks = {r: np.asarray(b) for r, b in blocks_by_rank.items()}
+    for r, b in blocks.items():
+        if b.shape != local:
+            raise OpValueError("assemble_blocks", f"blocks of the local shape {local} (global {shape} under "
+                               f"{layout})", f"shape {b.shape} from rank {r}")
+    dtype = np.result_type(*blocks.values())
+    replica_axes = [a for a in range(len(layout.device_matrix)) if a not in layout.used_axes()]
+    copies: dict = {}                      # replica coordinates -> that replica's assembled value
+    for r in range(n):
+        c = layout.coords(r)
+        key = tuple(c[a] for a in replica_axes)
+        out = copies.get(key)
+        if out is None:
+            out = copies[key] = np.zeros(shape, dtype=dtype)
+        out[layout.block_slices(r, shape, op="assemble_blocks")] += blocks[r]
+    values = list(copies.values())
+    first = values[0]
+    for key, v in zip(list(copies)[1:], values[1:]):
+        if not np.allclose(v, first, rtol=rtol, atol=atol, equal_nan=True):
+            worst = float(np.max(np.abs(np.asarray(v, dtype=np.float64) - np.asarray(first, dtype=np.float64))))
+            raise OpValueError("assemble_blocks", f"replicas along the unused axes {tuple(replica_axes)} that agree "
+                               f"(rtol={rtol}, atol={atol})", f"a difference of {worst:g} at replica coordinates {key}")
+    return first
+
+
+__all__ = ["NOT_SPLIT", "TensorLayout", "MaskedLookup", "ShardingResult", "local_block", "assemble_blocks"]

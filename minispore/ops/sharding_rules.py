@@ -32,12 +32,41 @@ The rules say nothing about op names: each primitive names its rule where it is 
 """
 from __future__ import annotations
 
+import inspect
+from functools import lru_cache
+
 from ..common.errors import OpValueError
+from .primitive import PRIMITIVES
 from .sharding import NOT_SPLIT, MaskedLookup, ShardingResult, TensorLayout
 
 
 # ------------------------------------------------------------------------------------------------
 # shared helpers
+@lru_cache(maxsize=None)
+def _signature_default(name, key):
+    """The default of attribute `key` in primitive `name`'s inference rule (the value a node
+    without that attribute stands for), or _MISSING."""
+    prim = PRIMITIVES.get(name)
+    try:
+        param = inspect.signature(prim.infer).parameters.get(key) if prim is not None else None
+    except (TypeError, ValueError):
+        param = None
+    if param is None or param.default is inspect.Parameter.empty:
+        return _MISSING
+    return param.default
+
+
+_MISSING = object()
+
+
+def _attr(name, attrs, key, fallback):
+    """Attribute `key` of the node: given, else the primitive's own default, else `fallback`."""
+    if key in attrs:
+        return attrs[key]
+    d = _signature_default(name, key)
+    return fallback if d is _MISSING else d
+
+
 def _is_tensor(x) -> bool:
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (int, float, complex, bool))
 
@@ -272,7 +301,7 @@ def matmul(name, ins, outs, layouts, attrs):
     """matmul / mm / bmm: input 0 @ input 1 (a `transpose_a` / `transpose_b` attribute, where the
     primitive has one, reads that operand transposed)."""
     return _contract(name, ins, outs, layouts, 0, 1, None,
-                     bool(attrs.get("transpose_a", False)), bool(attrs.get("transpose_b", False)))
+                     bool(_attr(name, attrs, "transpose_a", False)), bool(_attr(name, attrs, "transpose_b", False)))
 
 
 def dense(name, ins, outs, layouts, attrs):
@@ -390,7 +419,7 @@ def concat(name, ins, outs, layouts, attrs):
     dm = _check(name, ins, layouts)
     first = layouts[0]
     stacking = len(outs[0].shape) == len(ins[0].shape) + 1
-    ax = _axis(name, attrs.get("axis", 0), len(outs[0].shape)) if stacking else _axis(name, attrs.get("axis", 0),
+    ax = _axis(name, _attr(name, attrs, "axis", 0), len(outs[0].shape)) if stacking else _axis(name, _attr(name, attrs, "axis", 0),
                                                                                       len(ins[0].shape))
     same = all(lay.partial == first.partial for lay in layouts)
     partial = first.partial if same else ()
@@ -405,7 +434,7 @@ def concat(name, ins, outs, layouts, attrs):
 def split(name, ins, outs, layouts, attrs):
     """split: the cut axis unsplit; every piece keeps the other splits (partial sums pass)."""
     _check(name, ins, layouts)
-    ax = _axis(name, attrs.get("axis", 0), len(ins[0].shape))
+    ax = _axis(name, _attr(name, attrs, "axis", 0), len(ins[0].shape))
     need = _without(layouts[0], (ax,), settle=False)
     return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,) * len(outs))
 
@@ -416,7 +445,7 @@ def softmax(name, ins, outs, layouts, attrs):
     """softmax / log_softmax: each row needs all of its `axis`, so that axis is required unsplit
     (and the value settled: the op is not linear); the other dims keep their split."""
     _check(name, ins, layouts)
-    ax = _axis(name, attrs.get("axis", -1), len(ins[0].shape))
+    ax = _axis(name, _attr(name, attrs, "axis", -1), len(ins[0].shape))
     need = _without(layouts[0], (ax,))
     return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (need,) * len(outs))
 
@@ -454,8 +483,8 @@ def _reduction(kind):
         _check(name, ins, layouts)
         lx = layouts[0]
         nd = len(ins[0].shape)
-        axes = _reduced_axes(name, attrs.get("axis", ()), nd)
-        keep = bool(attrs.get("keep_dims", False))
+        axes = _reduced_axes(name, _attr(name, attrs, "axis", ()), nd)
+        keep = bool(_attr(name, attrs, "keep_dims", False))
         if kind == "unsplit":
             need = _without(lx, axes)
             pending, scale = (), 1.0
@@ -512,7 +541,7 @@ def gather(name, ins, outs, layouts, attrs):
     lp, li = layouts[0].settled(), layouts[1].settled()
     nd, ni = len(ins[0].shape), len(ins[1].shape)
     ax = _axis(name, attrs["axis"], nd)
-    b = int(attrs.get("batch_dims", 0))
+    b = int(_attr(name, attrs, "batch_dims", 0))
     used = set(lp.used_axes())
     ri = [lp.axes(d) if d < b else tuple(a for a in li.axes(d) if a not in used) for d in range(ni)]
     for d in range(b, ni):
@@ -522,7 +551,7 @@ def gather(name, ins, outs, layouts, attrs):
     out_map = lp.tensor_map[:ax] + need_i.tensor_map[b:] + lp.tensor_map[ax + 1:]
     out = TensorLayout(dm, out_map, looked)
     required = (lp, need_i) + tuple(layouts[2:])
-    return _answer(name, ins, layouts, required, (out,), lookup=MaskedLookup(0, 1, ax) if looked else None)
+    return _answer(name, ins, layouts, required, (out,), lookup=MaskedLookup(0, 1, ax, b) if looked else None)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -547,7 +576,7 @@ def cross_entropy(name, ins, outs, layouts, attrs):
     need_t = need if same_shape else TensorLayout(dm, rows)
     required = [need, need_t] + [(_replicated_like(dm, v) if _is_tensor(v) else layouts[i])
                                  for i, v in enumerate(ins[2:], start=2)]
-    reduction = attrs.get("reduction", "mean")
+    reduction = _attr(name, attrs, "reduction", "mean")
     scale, note = 1.0, ""
     if reduction == "none":
         out = TensorLayout(dm, rows)
@@ -565,7 +594,497 @@ def cross_entropy(name, ins, outs, layouts, attrs):
     return _answer(name, ins, layouts, required, (out,), scale=scale, note=note)
 
 
+# ------------------------------------------------------------------------------------------------
+# ops that need some dims whole on every device, and are otherwise a simpler rule's kind
+def _whole_dims_then(label, inner, dims_of, doc):
+    """`inner`'s rule after removing the splits of the dims `dims_of(ins, attrs)` names (counted
+    from the right of the first tensor input's rank, so they line up with broadcast operands) from
+    every tensor input: rotations of feature pairs, triangles of matrices, flips, scans ..."""
+
+    def rule(name, ins, outs, layouts, attrs):
+        _check(name, ins, layouts)
+        n = len(ins[0].shape)
+        from_right = [n - d for d in dims_of(name, ins, attrs)]            # 1 = the last dim
+        adjusted = []
+        for x, lay in zip(ins, layouts):
+            if lay is None:
+                adjusted.append(None)
+                continue
+            k = len(x.shape)
+            adjusted.append(_without(lay, [k - r for r in from_right if 0 < r <= k], settle=False))
+        res = inner(name, ins, outs, tuple(adjusted), attrs)
+        need = res.requires if res.requires is not None else tuple(adjusted)
+        return _answer(name, ins, layouts, need, res.out_layouts, scale=res.scale, lookup=res.lookup,
+                       local_attrs=res.local_attrs, note=res.note)
+
+    rule.__doc__ = doc
+    rule.__name__ = rule.__qualname__ = label
+    return rule
+
+
+def _last_dim(name, ins, attrs):
+    return (len(ins[0].shape) - 1,) if len(ins[0].shape) else ()
+
+
+def _last_two_dims(name, ins, attrs):
+    n = len(ins[0].shape)
+    return tuple(range(max(n - 2, 0), n))
+
+
+def _axis_attr(key, default):
+    def dims(name, ins, attrs):
+        n = len(ins[0].shape)
+        return (_axis(name, _attr(name, attrs, key, default), n),) if n else ()
+    return dims
+
+
+def _dims_attr(name, ins, attrs):
+    n = len(ins[0].shape)
+    dims = _attr(name, attrs, "dims", ())
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return tuple(_axis(name, d, n) for d in dims)
+
+
+rotary = _whole_dims_then(
+    "rotary", elementwise_quotient, _last_dim,
+    """rotary_position_embedding(x, cos, sin): x * cos + rotate(x) * sin, the rotation pairing
+    features across the head dim, so that (last) dim is required whole; the other dims split as an
+    elementwise op's (cos/sin follow x where they are not broadcast). Linear in x alone, so a
+    partial x passes when cos and sin are settled.""")
+rotate_pairs = _whole_dims_then(
+    "rotate_pairs", linear_pointwise, _last_dim,
+    """rope_rotate(u): every feature pair rotated by 90 degrees along the last dim (required whole);
+    linear, so partial sums pass.""")
+gated = _whole_dims_then(
+    "gated", pointwise, _axis_attr("dim", -1),
+    """swiglu(x, dim): silu(first half) * second half along `dim`: that dim is required whole (the
+    halves sit at opposite ends of it); the output, half as long there, keeps the other splits.""")
+triangle = _whole_dims_then(
+    "triangle", linear_pointwise, _last_two_dims,
+    """tril / triu: the matrix dims (last two) whole, since the zeroed triangle depends on global
+    row and column indices; batch dims keep their split; linear (partial sums pass).""")
+flip = _whole_dims_then(
+    "flip", linear_pointwise, _dims_attr,
+    """flip(x, dims): the reversed dims whole (a device's block would land elsewhere); linear.""")
+scan = _whole_dims_then(
+    "scan", pointwise, _axis_attr("axis", 0),
+    """cumsum / cumprod / cummax / logcumsumexp along `axis`: each element depends on everything
+    before it along the axis, which is required whole; the other dims keep their split.""")
+rowwise = _whole_dims_then(
+    "rowwise", pointwise, _axis_attr("axis", -1),
+    """sort / topk along `axis` (all outputs laid out alike): the axis whole, the rest split.""")
+
+
+def rowwise_pair(name, ins, outs, layouts, attrs):
+    """softmax_grad / log_softmax_grad(y, dout, axis): both inputs (same shape) follow the first
+    with `axis` whole and settled; the output is laid out like them."""
+    dm = _check(name, ins, layouts)
+    ax = _axis(name, _attr(name, attrs, "axis", -1), len(ins[0].shape))
+    need = _without(layouts[0], (ax,))
+    required = [need if (_is_tensor(x) and tuple(x.shape) == tuple(ins[0].shape)) else
+                (_replicated_like(dm, x) if _is_tensor(x) else None) for x in ins]
+    return _answer(name, ins, layouts, required, (need,) * len(outs))
+
+
+def add_rms_norm(name, ins, outs, layouts, attrs):
+    """add_rms_norm(x1, x2, gamma) -> (y, rstd, x1 + x2): x2 follows x1, gamma's (trailing) dims
+    whole and gamma replicated; y and the sum keep x1's other splits, rstd too (size 1 at the
+    normalized dims). Settled inputs (the norm is not linear)."""
+    dm = _check(name, ins, layouts)
+    nd, k = len(ins[0].shape), len(ins[2].shape)
+    need = _without(layouts[0], range(nd - k, nd))
+    stats = need.with_map(need.tensor_map[:nd - k] + (NOT_SPLIT,) * k)
+    required = (need, need, _replicated_like(dm, ins[2])) + tuple(layouts[3:])
+    return _answer(name, ins, layouts, required, (need, stats, need))
+
+
+def _norm_grad(name, ins, outs, layouts, x_i, row_like, stats_like, affine, k):
+    """A normalization's fused backward: the inputs shaped like x follow x (normalized dims whole,
+    settled), the saved statistics follow x's rows, the affine parameters are whole; dx is laid
+    out like x, and each parameter gradient (a sum over the rows) is a partial sum over the axes
+    that split x's rows."""
+    dm = _check(name, ins, layouts)
+    nd = len(ins[x_i].shape)
+    need = _without(layouts[x_i], range(nd - k, nd))
+    stats = need.with_map(need.tensor_map[:nd - k] + (NOT_SPLIT,) * k)
+    required = list(layouts)
+    for i, x in enumerate(ins):
+        if not _is_tensor(x):
+            continue
+        required[i] = need if i in row_like else stats if i in stats_like else _replicated_like(dm, x)
+    rows = tuple(sorted(need.used_axes()))
+    grads = tuple(TensorLayout(dm, (NOT_SPLIT,) * len(o.shape), rows) for o in outs[1:])
+    return _answer(name, ins, layouts, required, (need,) + grads)
+
+
+def rms_norm_grad(name, ins, outs, layouts, attrs):
+    """rms_norm_grad(dy, drstd, x, gamma) -> (dx, dgamma): see `_norm_grad`."""
+    return _norm_grad(name, ins, outs, layouts, 2, (0, 2), (1,), (3,), len(ins[3].shape))
+
+
+def layer_norm_grad(name, ins, outs, layouts, attrs):
+    """layer_norm_grad(dy, x, weight, mean, rstd) -> (dx, dweight, dbias): see `_norm_grad`."""
+    return _norm_grad(name, ins, outs, layouts, 1, (0, 1), (3, 4), (2,), len(attrs["normalized_shape"]))
+
+
+def embedding_grad(name, ins, outs, layouts, attrs):
+    """embedding_grad(dout, ids) -> the (num_weights, hidden) table gradient, a scatter-add of the
+    rows of dout at the ids. Each device scatters its own tokens: the table gradient is a partial
+    sum over the axes that split the ids (the data-parallel gradient sum, found by the rule), and
+    dout's hidden split carries to the gradient's columns. dout follows the ids on its leading dims
+    and may itself be partial (the op is linear in it). `scale_grad_by_freq` divides by counts over
+    the whole batch, which a device cannot see: the ids are then required whole."""
+    dm = _check(name, ins, layouts)
+    ld, li = layouts[0], layouts[1].settled()
+    if _attr(name, attrs, "scale_grad_by_freq", False):
+        li = li.with_map((NOT_SPLIT,) * li.ndim)
+    part = () if set(ld.partial) & li.used_axes() else ld.partial       # (an axis cannot split and sum)
+    used = set(li.used_axes()) | set(part)
+    hidden = tuple(a for a in ld.axes(ld.ndim - 1) if a not in used)
+    need_d = TensorLayout(dm, li.tensor_map + (_entry(hidden),), part)
+    out = TensorLayout(dm, (NOT_SPLIT, _entry(hidden)), tuple(sorted(set(part) | set(li.used_axes()))))
+    return _answer(name, ins, layouts, (need_d, li) + tuple(layouts[2:]), (out,))
+
+
+def _loss_grad(name, ins, outs, layouts, attrs, x_shape, lead, target_i, weight_i, dout_i):
+    """The layouts of a loss's fused backward (cross_entropy_grad, nll_loss_grad): the input-shaped
+    outputs split like the loss input `lead` (class dim whole), the target following it, the class
+    weights whole, the loss cotangent laid out like the forward's loss (the rows for
+    reduction='none', else a replicated scalar). The gradient of a *mean* over split rows needs the
+    global count (or total target weight), which no device has, and its two outputs would need
+    different scales (log_softmax is not scaled): so a 'mean' requires the rows whole."""
+    dm = _check(name, ins, layouts)
+    nd = len(x_shape)
+    cd = 1 if nd >= 2 else 0
+    reduction = _attr(name, attrs, "reduction", "mean")
+    need = _without(lead, (cd,))
+    if reduction == "mean":
+        need = TensorLayout(dm, (NOT_SPLIT,) * nd)
+    rows = TensorLayout(dm, need.tensor_map[:cd] + need.tensor_map[cd + 1:])
+    target = ins[target_i]
+    required = list(layouts)
+    for i, x in enumerate(ins):
+        if not _is_tensor(x):
+            continue
+        if i == target_i:
+            required[i] = need if tuple(target.shape) == tuple(x_shape) else rows
+        elif i == dout_i:
+            required[i] = rows if reduction == "none" else TensorLayout(dm, (NOT_SPLIT,) * len(x.shape))
+        elif i == weight_i:
+            required[i] = _replicated_like(dm, x)
+        else:
+            required[i] = need
+    return dm, need, required
+
+
+def cross_entropy_grad(name, ins, outs, layouts, attrs):
+    """cross_entropy_grad(dout, x, target, weight) -> (dx, log_softmax(x)): see `_loss_grad`."""
+    _, need, required = _loss_grad(name, ins, outs, layouts, attrs, tuple(ins[1].shape), layouts[1], 2, 3, 0)
+    return _answer(name, ins, layouts, required, (need,) * len(outs))
+
+
+def nll_loss_grad(name, ins, outs, layouts, attrs):
+    """nll_loss_grad(dout, target, weight) -> d log-probabilities of shape `input_shape`: laid out
+    from the target's rows (the class dim whole); see `_loss_grad`. Each device's kernel gets its
+    block's `input_shape`."""
+    dm = _check(name, ins, layouts)
+    x_shape = tuple(attrs["input_shape"])
+    lt = layouts[1].settled()
+    cd = 1 if len(x_shape) >= 2 else 0
+    if tuple(ins[1].shape) == x_shape:
+        lead = lt
+    else:
+        lead = TensorLayout(dm, lt.tensor_map[:cd] + (NOT_SPLIT,) + lt.tensor_map[cd:])
+    _, need, required = _loss_grad(name, ins, outs, layouts, attrs, x_shape, lead, 1, 2, 0)
+    return _answer(name, ins, layouts, required, (need,),
+                   local_attrs={"input_shape": need.local_shape(x_shape, op=name)})
+
+
+def gather_grad(name, ins, outs, layouts, attrs):
+    """gather_grad(dout, indices) -> the params-shaped scatter-add of dout at the indices along
+    `axis` (gather's backward). dout is params[:axis] + indices[batch_dims:] + params[axis+1:];
+    its splits of the params dims carry to the output, the gathered axis is whole, and the indices
+    follow dout's splits of their dims: each device scatters its own rows, so the output is a
+    partial sum over the axes that split the indices' non-batch dims (plus dout's own partial:
+    the op is linear in dout). Each device's kernel gets its block's `shape`."""
+    dm = _check(name, ins, layouts)
+    shape = tuple(outs[0].shape)
+    nd, ni = len(shape), len(ins[1].shape)
+    ax = _axis(name, attrs["axis"], nd)
+    b = int(_attr(name, attrs, "batch_dims", 0))
+    ld = layouts[0]
+    looked = list(range(ax, ax + ni - b))                      # dout's dims that came from the indices
+    ri = [ld.axes(d) for d in range(b)] + [ld.axes(d) for d in looked]
+    out_map = [ld.axes(d) for d in range(ax)] + [()] + [ld.axes(ax + ni - b + j) for j in range(nd - ax - 1)]
+    partial = set(ld.partial)
+    for d in looked:
+        partial.update(ld.axes(d))
+    need_i = TensorLayout(dm, tuple(_entry(e) for e in ri))
+    out = TensorLayout(dm, tuple(_entry(e) for e in out_map), tuple(sorted(partial)))
+    return _answer(name, ins, layouts, (ld, need_i) + tuple(layouts[2:]), (out,),
+                   local_attrs={"shape": out.local_shape(shape, op=name)})
+
+
+def _basic_index_map(spec, in_shape):
+    """For a basic index spec (ints, slices, None, Ellipsis; see ops/prims/_indexspec.py): per input
+    dim, (its output dim or None when an int removes it, whether the item takes the dim whole - a
+    full slice - so a split of it can stay); and the output rank. None when the spec holds an
+    advanced (tensor) index."""
+    n = len(in_shape)
+    if any(hasattr(e, "position") for e in spec):
+        return None
+    n_indexing = sum(1 for e in spec if e is not None and e is not Ellipsis)
+    dims, d, o = {}, 0, 0
+    for e in spec:
+        if e is Ellipsis:
+            for _ in range(n - n_indexing):
+                dims[d] = (o, True)
+                d, o = d + 1, o + 1
+        elif e is None:
+            o += 1
+        elif hasattr(e, "start"):
+            start, stop, step = e
+            full = start in (None, 0) and step in (None, 1) and (stop is None or stop >= in_shape[d])
+            dims[d] = (o, full)
+            d, o = d + 1, o + 1
+        else:                                 # an int
+            dims[d] = (None, False)
+            d += 1
+    while d < n:
+        dims[d] = (o, True)
+        d, o = d + 1, o + 1
+    return dims, o
+
+
+def getitem(name, ins, outs, layouts, attrs):
+    """x[index] with a basic index (ints, slices, None, Ellipsis): a dim taken whole by a full slice
+    keeps its split (the same spec works on every block), a dim cut by an int or a partial slice is
+    required whole (the slice bounds are global positions); new axes are not split; linear
+    (partial sums pass). An advanced (tensor) index gathers arbitrary elements: everything is
+    required whole."""
+    dm = _check(name, ins, layouts)
+    lx = layouts[0]
+    plan = _basic_index_map(attrs["spec"], tuple(ins[0].shape))
+    if plan is None:
+        required = [_replicated_like(dm, x) if _is_tensor(x) else None for x in ins]
+        return _answer(name, ins, layouts, required, tuple(TensorLayout(dm, (NOT_SPLIT,) * len(o.shape)) for o in outs))
+    dims, n_out = plan
+    need_map, out_map = [NOT_SPLIT] * lx.ndim, [NOT_SPLIT] * n_out
+    for d, (o, full) in dims.items():
+        if full:
+            need_map[d] = lx.tensor_map[d]
+            out_map[o] = lx.tensor_map[d]
+    need = TensorLayout(dm, tuple(need_map), lx.partial)
+    return _answer(name, ins, layouts, (need,) + tuple(layouts[1:]), (TensorLayout(dm, tuple(out_map), lx.partial),))
+
+
+def getitem_grad(name, ins, outs, layouts, attrs):
+    """getitem's backward, dout scattered into zeros of `shape` (x's): for a basic index the
+    inverse of `getitem` - x's dims taken whole by full slices take dout's split, dout's other dims
+    are required whole - and each device's kernel gets its block's `shape`; linear in dout. An
+    advanced index: everything whole."""
+    dm = _check(name, ins, layouts)
+    shape = tuple(attrs["shape"])
+    ld = layouts[0]
+    plan = _basic_index_map(attrs["spec"], shape)
+    if plan is None:
+        required = [_replicated_like(dm, x) if _is_tensor(x) else None for x in ins]
+        return _answer(name, ins, layouts, required, (TensorLayout(dm, (NOT_SPLIT,) * len(shape)),))
+    dims, n_out = plan
+    need_map, out_map = [NOT_SPLIT] * n_out, [NOT_SPLIT] * len(shape)
+    for d, (o, full) in dims.items():
+        if full:
+            need_map[o] = ld.tensor_map[o]
+            out_map[d] = ld.tensor_map[o]
+    out = TensorLayout(dm, tuple(out_map), ld.partial)
+    return _answer(name, ins, layouts, (TensorLayout(dm, tuple(need_map), ld.partial),) + tuple(layouts[1:]), (out,),
+                   local_attrs={"shape": out.local_shape(shape, op=name)})
+
+
+planewise = _whole_dims_then(
+    "planewise", pointwise, _last_two_dims,
+    """Pooling and resizing of the (H, W) planes (max/avg/adaptive pools, interpolate): each
+    (batch, channel) plane is independent, so the leading dims keep their split and the two
+    spatial dims are required whole; every output (pooled values, argmax positions in the plane)
+    is laid out alike.""")
+
+
+def one_hot(name, ins, outs, layouts, attrs):
+    """one_hot(indices, on_value, off_value, depth, axis): the indices' splits carry to the output,
+    the new `depth` dim (inserted at `axis`, -1 = last) is not split."""
+    dm = _check(name, ins, layouts)
+    li = layouts[0].settled()
+    nd = li.ndim
+    ax = int(_attr(name, attrs, "axis", -1))
+    ax = nd if ax == -1 else ax
+    out = TensorLayout(dm, li.tensor_map[:ax] + (NOT_SPLIT,) + li.tensor_map[ax:])
+    return _answer(name, ins, layouts, (li,) + tuple(layouts[1:]), (out,))
+
+
+def _conv_batch(lay, nd):
+    """A conv input's layout with only the batch dim (N of a 4-d NCHW tensor) kept split."""
+    keep = lay.tensor_map[0] if nd == 4 else NOT_SPLIT
+    return TensorLayout(lay.device_matrix, (keep,) + (NOT_SPLIT,) * (nd - 1))
+
+
+def conv2d(name, ins, outs, layouts, attrs):
+    """conv2d(x, w): data parallel over the batch - x's N split (a 4-d NCHW input) carries to the
+    output; channels are contracted and the windows cross the spatial dims, so the rest of x is
+    required whole and the weight replicated."""
+    dm = _check(name, ins, layouts)
+    need = _conv_batch(layouts[0], len(ins[0].shape))
+    required = (need, _replicated_like(dm, ins[1])) + tuple(layouts[2:])
+    return _answer(name, ins, layouts, required, (_conv_batch(need, len(outs[0].shape)),))
+
+
+def conv2d_backprop_input(name, ins, outs, layouts, attrs):
+    """conv2d_backprop_input(dy, w) -> dx of `x_shape`: dy's batch split carries to dx (each
+    device's kernel gets its block's `x_shape`); w replicated."""
+    dm = _check(name, ins, layouts)
+    need = _conv_batch(layouts[0], len(ins[0].shape))
+    out = _conv_batch(need, len(outs[0].shape))
+    required = (need, _replicated_like(dm, ins[1])) + tuple(layouts[2:])
+    return _answer(name, ins, layouts, required, (out,),
+                   local_attrs={"x_shape": out.local_shape(outs[0].shape, op=name)})
+
+
+def conv2d_backprop_filter(name, ins, outs, layouts, attrs):
+    """conv2d_backprop_filter(dy, x) -> dw: dy and x split over the batch alike; the filter
+    gradient sums over the batch, so it is a partial sum over the batch's axes."""
+    dm = _check(name, ins, layouts)
+    need = _conv_batch(layouts[0], len(ins[0].shape))
+    need_x = _conv_batch(need, len(ins[1].shape)) if len(ins[1].shape) == len(ins[0].shape) else \
+        _replicated_like(dm, ins[1])
+    if need_x.is_replicated():
+        need = _replicated_like(dm, ins[0])
+    out = TensorLayout(dm, (NOT_SPLIT,) * len(outs[0].shape), tuple(sorted(need.used_axes())))
+    return _answer(name, ins, layouts, (need, need_x) + tuple(layouts[2:]), (out,))
+
+
+_FA_DIMS = {"BNSD": (0, 1), "BSND": (0, 2), "BSH": (0, 2), "SBH": (1, 2)}     # (batch dim, heads dim)
+
+
+def _attention_splits(name, q, k, lq, attrs):
+    """(batch dim, heads dim, batch axes, head axes) a flash attention call can be split over:
+    q's splits of its batch and heads dims, the heads split only when it divides both the query
+    and the key/value head numbers (GQA groups stay on one device), nothing when the call cannot be
+    cut (an unknown layout, per-batch `prefix` lengths, dropout drawn without a mask)."""
+    layout = _attr(name, attrs, "input_layout", "BSH")
+    if layout not in _FA_DIMS:
+        return None
+    bd, hd = _FA_DIMS[layout]
+    n1 = int(attrs["head_num"])
+    if layout in ("BSH", "SBH"):
+        d = q.shape[2] // n1
+        n2 = k.shape[2] // d
+    else:
+        n2 = k.shape[hd]
+    batch = lq.axes(bd)
+    if _attr(name, attrs, "prefix", None) is not None:
+        batch = ()
+    heads = lq.axes(hd)
+    split = 1
+    for a in heads:
+        split *= lq.axis_size(a)
+    if n1 % split or n2 % split:
+        heads = ()
+    return bd, hd, batch, heads, n1, n2
+
+
+def _fa_plan(name, ins, outs, layouts, attrs, qi, ki, vi, like_q, like_lse, shift_i, drop_i, mask_i):
+    dm = _check(name, ins, layouts)
+    q, k = ins[qi], ins[ki]
+    lq = layouts[qi].settled()
+    random_dropout = _attr(name, attrs, "keep_prob", 1.0) < 1.0 and not _is_tensor(ins[drop_i])
+    plan = None if random_dropout else _attention_splits(name, q, k, lq, attrs)
+    if plan is None:
+        bd, hd, batch, heads, n1 = 0, 1, (), (), int(attrs["head_num"])
+    else:
+        bd, hd, batch, heads, n1, _ = plan
+    nq = len(q.shape)
+    b = q.shape[bd]
+    heads_split = 1
+    for a in heads:
+        heads_split *= lq.axis_size(a)
+
+    def qmap(n):
+        tm = [NOT_SPLIT] * n
+        tm[bd], tm[hd] = _entry(batch), _entry(heads)
+        return TensorLayout(dm, tuple(tm))
+
+    def bias(x, part=False):
+        """A (B|1, N1|1, S1, S2) bias/mask, (B|1, S1, S2) mask or a 2-d one: split where not broadcast."""
+        sh = tuple(x.shape)
+        tm = [NOT_SPLIT] * len(sh)
+        bcast = []
+        if len(sh) in (3, 4):
+            if sh[0] == b and b > 1:
+                tm[0] = _entry(batch)
+            else:
+                bcast.extend(batch)
+        else:
+            bcast.extend(batch)
+        if len(sh) == 4:
+            if sh[1] == n1 and n1 > 1:
+                tm[1] = _entry(heads)
+            else:
+                bcast.extend(heads)
+        elif len(sh) in (2, 3):
+            bcast.extend(heads)
+        return TensorLayout(dm, tuple(tm), tuple(sorted(bcast)) if part else ())
+
+    lse_lay = TensorLayout(dm, (_entry(batch), _entry(heads), NOT_SPLIT))
+    required = list(layouts)
+    for i, x in enumerate(ins):
+        if not _is_tensor(x):
+            continue
+        if i in (qi, ki, vi) or i in like_q:
+            required[i] = qmap(nq)
+        elif i in like_lse:
+            required[i] = lse_lay
+        elif i in (shift_i, drop_i, mask_i):
+            required[i] = bias(x)
+        else:
+            required[i] = _replicated_like(dm, x)       # the dropout seed
+    local = {**attrs, "head_num": n1 // heads_split} if heads_split > 1 else None
+    return dm, required, qmap(nq), lse_lay, bias, local
+
+
+def flash_attention(name, ins, outs, layouts, attrs):
+    """flash_attention_score(q, k, v, real_shift, drop_mask, attn_mask) -> (out, softmax_lse, seed).
+
+    Attention is independent per batch entry and per head: q's splits of the batch dim and the
+    heads dim (H for the BSH / SBH layouts: a split of H into whole heads) carry to k and v, to the
+    batch/head dims of the bias and masks where they are not broadcast, to the output (q's layout)
+    and to softmax_lse (B, N1, S1); each device's kernel runs with `head_num` / split. A heads split
+    must divide the key/value head number too (a GQA group stays on one device). The sequence and
+    head-size dims are required whole (causal bands and the softmax need all positions), as is
+    everything when dropout is drawn inside the kernel (no drop_mask) or `prefix` lists per-batch
+    lengths. The inputs are required settled."""
+    dm, required, out, lse, _, local = _fa_plan(name, ins, outs, layouts, attrs, 0, 1, 2, (), (), 3, 4, 5)
+    seed = TensorLayout(dm, ())
+    return _answer(name, ins, layouts, required, (out, lse, seed)[:len(outs)], local_attrs=local)
+
+
+def flash_attention_grad(name, ins, outs, layouts, attrs):
+    """flash_attention_score_grad(dout, dlse, q, k, v, out, lse, seed, real_shift, drop_mask,
+    attn_mask) -> (dq, dk, dv[, d real_shift]): split as the forward (`flash_attention`) over q's
+    batch/heads splits. The bias gradient sums over the dims the bias broadcasts along, so where
+    a split batch or heads dim is broadcast in the bias, its gradient is a partial sum over those
+    axes."""
+    dm, required, q_lay, _, bias, local = _fa_plan(name, ins, outs, layouts, attrs, 2, 3, 4, (0, 5), (1, 6),
+                                                   8, 9, 10)
+    out = [q_lay, q_lay, q_lay]
+    if len(outs) > 3:
+        out.append(bias(ins[8], part=True))
+    return _answer(name, ins, layouts, required, tuple(out), local_attrs=local)
+
+
 __all__ = ["pointwise", "linear_pointwise", "cast", "shape_only", "elementwise", "elementwise_sum",
            "elementwise_product", "elementwise_quotient", "matmul", "dense", "addmm", "reshape", "transpose",
            "broadcast_to", "concat", "split", "softmax", "layer_norm", "rms_norm", "reduce_sum", "reduce_mean",
-           "reduce_unsplit", "embedding", "gather", "cross_entropy"]
+           "reduce_unsplit", "embedding", "gather", "cross_entropy", "rotary", "rotate_pairs", "gated", "triangle",
+           "flip", "scan", "rowwise", "rowwise_pair", "add_rms_norm", "rms_norm_grad", "layer_norm_grad",
+           "embedding_grad", "flash_attention", "flash_attention_grad", "cross_entropy_grad", "nll_loss_grad",
+           "gather_grad", "getitem", "getitem_grad", "planewise", "one_hot", "conv2d", "conv2d_backprop_input",
+           "conv2d_backprop_filter"]

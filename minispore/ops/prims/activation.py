@@ -128,7 +128,8 @@ def _relu_grad_bprop(inputs, out, dout):
 
 
 _relu_grad = defprim("relu_grad", _relu_grad_infer, _relu_grad_kernel, _relu_grad_bprop,
-                     doc="relu's backward: dout where x > 0, else 0", cost=costs.per_output_element(1))
+                     doc="relu's backward: dout where x > 0, else 0", cost=costs.per_output_element(1),
+                     sharding=SR.elementwise)
 
 
 _relu = defprim("relu", _numeric_unary_infer("relu"), _relu_kernel, _relu_bprop, doc="max(x, 0)",
@@ -389,7 +390,7 @@ def _silu_grad_c(a, t, at, raw):
 
 _silu_grad = defprim("silu_grad", _silu_grad_infer, _silu_grad_kernel, _silu_grad_bprop,
                      doc="fused backward of silu: dout * silu'(x)", fusion=c_expr.rule(_silu_grad_c),
-                     cost=costs.per_output_element(6))
+                     cost=costs.per_output_element(6), sharding=SR.elementwise)
 
 
 def silu(x):
@@ -660,7 +661,8 @@ def _gelu_grad_c(a, t, at, raw):
 
 _gelu_grad = defprim("gelu_grad", _gelu_grad_infer, _gelu_grad_kernel, _gelu_grad_bprop,
                      doc="fused backward of the exact gelu: dout * (Phi(x) + x phi(x)), from x and y = gelu(x)",
-                     fusion=c_expr.rule(_gelu_grad_c, uses=(0, 2)), cost=costs.per_output_element(8))
+                     fusion=c_expr.rule(_gelu_grad_c, uses=(0, 2)), cost=costs.per_output_element(8),
+                     sharding=SR.elementwise)
 
 
 def gelu(input, approximate="none"):
@@ -849,11 +851,13 @@ def _log_softmax_grad_bprop(inputs, out, dout, axis=-1):
 _softmax = defprim("softmax", _softmax_infer("softmax"), _softmax_kernel, _softmax_bprop,
                    doc="exp(x) / sum(exp(x)) along an axis", cost=costs.per_output_element(5), sharding=SR.softmax)
 _softmax_grad = defprim("softmax_grad", _softmax_grad_infer, _softmax_grad_kernel, _softmax_grad_bprop,
-                        doc="fused backward of softmax: y * (dout - sum(dout * y))", cost=costs.per_output_element(4))
+                        doc="fused backward of softmax: y * (dout - sum(dout * y))", cost=costs.per_output_element(4),
+                        sharding=SR.rowwise_pair)
 _log_softmax = defprim("log_softmax", _softmax_infer("log_softmax"), _log_softmax_kernel, _log_softmax_bprop,
                        doc="x - logsumexp(x) along an axis", cost=costs.per_output_element(5), sharding=SR.softmax)
 _log_softmax_grad = defprim("log_softmax_grad", _log_softmax_grad_infer, _log_softmax_grad_kernel,
-                            _log_softmax_grad_bprop, doc="fused backward of log_softmax: dout - exp(y) * sum(dout)")
+                            _log_softmax_grad_bprop, doc="fused backward of log_softmax: dout - exp(y) * sum(dout)",
+                            sharding=SR.rowwise_pair)
 
 
 def _int_axis(op, axis):

@@ -19,6 +19,7 @@ import numpy as np
 
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import _real_arg, sigmoid, softmax, softplus, tanh, upcast_half
 from .elementwise import (abs, add, div, exp, greater, greater_equal, less, less_equal, logical_and, mul, neg,
@@ -82,9 +83,9 @@ def _hardsigmoid_bprop(inputs, out, dout):
 
 
 _hardswish = defprim("hardswish", _numeric_infer("hardswish"), _hardswish_kernel, _hardswish_bprop,
-                     doc="x * relu6(x + 3) / 6")
+                     doc="x * relu6(x + 3) / 6", sharding=SR.pointwise)
 _hardsigmoid = defprim("hardsigmoid", _numeric_infer("hardsigmoid"), _hardsigmoid_kernel, _hardsigmoid_bprop,
-                       doc="relu6(x + 3) / 6")
+                       doc="relu6(x + 3) / 6", sharding=SR.pointwise)
 
 
 def hardswish(input):
@@ -145,10 +146,12 @@ def _celu_bprop(inputs, out, dout, alpha=1.0):
     return (mul(dout, where(greater(x, 0.0), 1.0, neg_branch)),)
 
 
-_mish = defprim("mish", _float_infer("mish"), _mish_kernel, _mish_bprop, doc="x * tanh(softplus(x))")
+_mish = defprim("mish", _float_infer("mish"), _mish_kernel, _mish_bprop, doc="x * tanh(softplus(x))",
+                sharding=SR.pointwise)
 _selu = defprim("selu", _numeric_infer("selu"), _selu_kernel, _selu_bprop,
-                doc="scale * (x if x > 0 else alpha * (exp(x) - 1))")
-_celu = defprim("celu", _celu_infer, _celu_kernel, _celu_bprop, doc="x if x > 0 else alpha * (exp(x/alpha) - 1)")
+                doc="scale * (x if x > 0 else alpha * (exp(x) - 1))", sharding=SR.pointwise)
+_celu = defprim("celu", _celu_infer, _celu_kernel, _celu_bprop, doc="x if x > 0 else alpha * (exp(x/alpha) - 1)",
+                sharding=SR.pointwise)
 
 
 def mish(x):
@@ -184,11 +187,14 @@ def _tanhshrink_kernel(a):
 
 
 _logsigmoid = defprim("logsigmoid", _float_infer("logsigmoid"), _logsigmoid_kernel,
-                      lambda i, o, d: (mul(d, sigmoid(neg(i[0]))),), doc="log(sigmoid(x))")
+                      lambda i, o, d: (mul(d, sigmoid(neg(i[0]))),), doc="log(sigmoid(x))",
+                      sharding=SR.pointwise)
 _softsign = defprim("softsign", _float_infer("softsign"), _softsign_kernel,
-                    lambda i, o, d: (div(d, square(add(abs(i[0]), 1.0))),), doc="x / (1 + |x|)")
+                    lambda i, o, d: (div(d, square(add(abs(i[0]), 1.0))),), doc="x / (1 + |x|)",
+                    sharding=SR.pointwise)
 _tanhshrink = defprim("tanhshrink", _numeric_infer("tanhshrink", int_result=mstype.float32), _tanhshrink_kernel,
-                      lambda i, o, d: (mul(d, square(tanh(i[0]))),), doc="x - tanh(x)")
+                      lambda i, o, d: (mul(d, square(tanh(i[0]))),), doc="x - tanh(x)",
+                      sharding=SR.pointwise)
 
 
 def logsigmoid(x):
@@ -232,9 +238,9 @@ def _shrink_bprop(inputs, out, dout, lambd=0.5):
 
 
 _softshrink = defprim("softshrink", _shrink_infer("softshrink"), _softshrink_kernel, _shrink_bprop,
-                      doc="x - lambd*sign(x) outside [-lambd, lambd], else 0")
+                      doc="x - lambd*sign(x) outside [-lambd, lambd], else 0", sharding=SR.pointwise)
 _hardshrink = defprim("hardshrink", _shrink_infer("hardshrink"), _hardshrink_kernel, _shrink_bprop,
-                      doc="x outside [-lambd, lambd], else 0")
+                      doc="x outside [-lambd, lambd], else 0", sharding=SR.pointwise)
 
 
 def softshrink(input, lambd=0.5):
@@ -260,7 +266,7 @@ def _threshold_bprop(inputs, out, dout, thr=0.0, value=0.0):
 
 
 _threshold = defprim("threshold", _float_infer("threshold"), _threshold_kernel, _threshold_bprop,
-                     doc="x where x > thr, else value")
+                     doc="x where x > thr, else value", sharding=SR.pointwise)
 
 
 def threshold(input, thr, value):

@@ -35,6 +35,7 @@ from numpy.lib.stride_tricks import as_strided
 from ...common.grad_state import wants_grad
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from . import _nn_common as N
 from ._nn_common import compute_dtype
@@ -639,13 +640,13 @@ _conv2d_backprop_cost = costs.matrix_unit(_conv2d_backprop_flops)
 
 
 _conv2d = defprim("conv2d", _conv2d_infer, _conv2d_fast, _conv2d_bprop, cost=_conv2d_cost,
-                  doc="2-d cross-correlation, NCHW, im2col + matmul")
+                  doc="2-d cross-correlation, NCHW, im2col + matmul", sharding=SR.conv2d)
 _backprop_input = defprim("conv2d_backprop_input", _backprop_input_infer, _backprop_input_fast,
                           _backprop_input_bprop, doc="gradient of conv2d w.r.t. its input (col2im)",
-                          cost=_conv2d_backprop_cost)
+                          cost=_conv2d_backprop_cost, sharding=SR.conv2d_backprop_input)
 _backprop_filter = defprim("conv2d_backprop_filter", _backprop_filter_infer, _backprop_filter_fast,
                            _backprop_filter_bprop, doc="gradient of conv2d w.r.t. its weight",
-                           cost=_conv2d_backprop_cost)
+                           cost=_conv2d_backprop_cost, sharding=SR.conv2d_backprop_filter)
 
 
 def _same_pads(size, kernel, stride, dilation):

@@ -19,6 +19,7 @@ from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 
 
@@ -138,7 +139,8 @@ def _full_like_kernel(a, fill_value, dtype):
 
 
 _full_like = defprim("full_like", _full_like_infer, _full_like_kernel,
-                     doc="a tensor shaped like the input, filled with one value", cost=costs.data_movement)
+                     doc="a tensor shaped like the input, filled with one value", cost=costs.data_movement,
+                     sharding=SR.shape_only)
 
 
 def full_like(input, fill_value, *, dtype=None):

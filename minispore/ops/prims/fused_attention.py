@@ -35,6 +35,7 @@ from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from . import fused_attention_kernels as K
 
@@ -384,7 +385,8 @@ _flash_attention_score = defprim(
     _FA, _fa_infer, _fa_kernel, _fa_bprop,
     doc="tiled attention with online softmax: (attention_out, softmax_lse, dropout seed)",
     random=True,        # with keep_prob < 1 and no drop_mask the kernel draws its dropout seed
-    cost=_flash_attention_cost(_FA))
+    cost=_flash_attention_cost(_FA),
+    sharding=SR.flash_attention)
 
 
 # ---- the fused backward ----------------------------------------------------------------------------
@@ -443,7 +445,8 @@ def _fa_grad_bprop(inputs, out, dout, **attrs):
 _flash_attention_score_grad = defprim(
     "flash_attention_score_grad", _fa_grad_infer, _fa_grad_kernel, _fa_grad_bprop,
     doc="tiled backward of flash_attention_score (recomputes probabilities from softmax_lse): (dq, dk, dv[, dpse])",
-    cost=_flash_attention_cost(_FA, backward=True))
+    cost=_flash_attention_cost(_FA, backward=True),
+    sharding=SR.flash_attention_grad)
 
 
 def _fa_grad(dout, dlse, q, k, v, out, lse, seed, real_shift, drop_mask, attn_mask, **attrs):

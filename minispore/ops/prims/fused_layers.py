@@ -11,6 +11,7 @@ import numpy as np
 
 from ...common.grad_state import wants_grad
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim, get_primitive
 from ._nn_common import compute_dtype
 from .norm_ops import _rms_norm_infer, _rms_norm_kernel
@@ -56,7 +57,7 @@ def _arn_bprop(inputs, out, dout, epsilon):
 
 
 _add_rms_norm = defprim(_ARN, _arn_infer, _arn_kernel, _arn_bprop,
-                        doc="residual add then RMSNorm: (y, rstd, x1 + x2)")
+                        doc="residual add then RMSNorm: (y, rstd, x1 + x2)", sharding=SR.add_rms_norm)
 
 
 def add_rms_norm(x1, x2, gamma, epsilon=1e-6):
@@ -101,7 +102,8 @@ def _rotate_bprop(inputs, out, dout, mode):
 
 
 _rope_rotate = defprim("rope_rotate", _rotate_infer, _rotate_np, _rotate_bprop,
-                       doc="rotate every feature pair by 90 degrees (the linear part of RoPE)")
+                       doc="rotate every feature pair by 90 degrees (the linear part of RoPE)",
+                       sharding=SR.rotate_pairs)
 
 
 def _rope_infer(x, cos, sin, mode):
@@ -149,7 +151,8 @@ def _rope_bprop(inputs, out, dout, mode):
 
 
 _rotary_position_embedding = defprim(_ROPE, _rope_infer, _rope_kernel, _rope_bprop,
-                                     doc="x * cos + rotate(x) * sin (RoPE), half-split or interleaved pairs")
+                                     doc="x * cos + rotate(x) * sin (RoPE), half-split or interleaved pairs",
+                                     sharding=SR.rotary)
 
 
 def rotary_position_embedding(x, cos, sin, mode=0):
@@ -210,7 +213,7 @@ def _swiglu_bprop(inputs, out, dout, dim):
 
 
 _swiglu = defprim(_SWIGLU, _swiglu_infer, _swiglu_kernel, _swiglu_bprop,
-                  doc="silu(first half) * second half along dim")
+                  doc="silu(first half) * second half along dim", sharding=SR.gated)
 
 
 def swiglu(input, dim=-1):

@@ -176,9 +176,11 @@ def _getitem_view(x, outs, attrs):
 
 
 _getitem = defprim("getitem", _getitem_infer, _getitem_kernel, _getitem_bprop,
-                   doc="x[index]; basic indices give a view", view=View("slice", _getitem_view), cost=costs.gather)
+                   doc="x[index]; basic indices give a view", view=View("slice", _getitem_view), cost=costs.gather,
+                   sharding=SR.getitem)
 _getitem_grad = defprim("getitem_grad", _getitem_grad_infer, _getitem_grad_kernel, _getitem_grad_bprop,
-                        doc="scatter-add a getitem gradient into zeros (np.add.at)", cost=costs.data_movement)
+                        doc="scatter-add a getitem gradient into zeros (np.add.at)", cost=costs.data_movement,
+                        sharding=SR.getitem_grad)
 
 
 def getitem(x, index):
@@ -388,7 +390,8 @@ def _gather_grad_bprop(inputs, out, dout, axis, batch_dims, shape):
 _gather = defprim("gather", _gather_infer, _gather_kernel, _gather_bprop,
                   doc="take slices of params along axis at indices (MindSpore Gather)", cost=costs.gather, sharding=SR.gather)
 _gather_grad = defprim("gather_grad", _gather_grad_infer, _gather_grad_kernel, _gather_grad_bprop,
-                       doc="scatter-add a gather gradient back into params' shape", cost=costs.data_movement)
+                       doc="scatter-add a gather gradient back into params' shape", cost=costs.data_movement,
+                       sharding=SR.gather_grad)
 
 
 def gather(input_params, input_indices, axis, batch_dims=0):
@@ -568,7 +571,7 @@ def _masked_fill_bprop(inputs, out, dout):
 
 
 _masked_fill = defprim("masked_fill", _masked_fill_infer, _masked_fill_kernel, _masked_fill_bprop,
-                       doc="value where mask is True, else input", cost=costs.ELEMENTWISE)
+                       doc="value where mask is True, else input", cost=costs.ELEMENTWISE, sharding=SR.elementwise)
 
 
 def masked_fill(input_x, mask, value):
@@ -614,7 +617,8 @@ def _one_hot_kernel(indices, on_value, off_value, depth, axis):
     return out
 
 
-_one_hot = defprim("one_hot", _one_hot_infer, _one_hot_kernel, None, doc="one-hot encoding", cost=costs.data_movement)
+_one_hot = defprim("one_hot", _one_hot_infer, _one_hot_kernel, None, doc="one-hot encoding", cost=costs.data_movement,
+                   sharding=SR.one_hot)
 
 
 def one_hot(indices, depth, on_value=1, off_value=0, axis=-1):
@@ -683,7 +687,7 @@ _embedding = defprim("embedding", _embedding_infer, _embedding_kernel, _embeddin
                      doc="rows of weight at input ids", cost=costs.gather, sharding=SR.embedding)
 _embedding_grad = defprim("embedding_grad", _embedding_grad_infer, _embedding_grad_kernel, _embedding_grad_bprop,
                           doc="scatter-add token gradients into the embedding table",
-                          cost=costs.per_input_element(1, index=0))
+                          cost=costs.per_input_element(1, index=0), sharding=SR.embedding_grad)
 
 
 def _renorm_rows(op, ids, weight, max_norm, norm_type):

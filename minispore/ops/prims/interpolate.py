@@ -25,6 +25,7 @@ import numpy as np
 
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 from .linalg import matmul, swap_last
@@ -85,7 +86,8 @@ def _bprop(inputs, out, dout, size=(), mode="nearest", align_corners=False):
     return (matmul(matmul(swap_last(mats[0]), dout), mats[1]),)     # W_h^T @ g @ W_w
 
 
-_interpolate = defprim("interpolate", _infer, _kernel, _bprop, doc="nearest / (bi)linear resize of spatial dims")
+_interpolate = defprim("interpolate", _infer, _kernel, _bprop, doc="nearest / (bi)linear resize of spatial dims",
+                        sharding=SR.planewise)
 
 
 def _spatial(op_arg, v, n, kind):

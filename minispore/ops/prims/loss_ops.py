@@ -255,7 +255,7 @@ def _nll_grad_bprop(inputs, out, dout, input_shape, ignore_index, reduction, lab
 _nll = defprim("nll_loss", _nll_infer, _nll_kernel, _nll_bprop, doc="negative log-likelihood of log-probabilities",
                cost=costs.per_input_element(1), sharding=SR.cross_entropy)
 _nll_grad = defprim("nll_loss_grad", _nll_grad_infer, _nll_grad_kernel, _nll_grad_bprop,
-                    doc="backward of nll_loss: -dout * coefficients (linear in dout)")
+                    doc="backward of nll_loss: -dout * coefficients (linear in dout)", sharding=SR.nll_loss_grad)
 
 
 # =================================================================================================
@@ -424,7 +424,8 @@ _ce = defprim("cross_entropy", _ce_infer, _ce_kernel, _ce_bprop,
               doc="log-softmax + negative log-likelihood, fused (class indices or probabilities)",
               cost=costs.per_input_element(5), sharding=SR.cross_entropy)
 _ce_grad = defprim("cross_entropy_grad", _ce_grad_infer, _ce_grad_kernel, _ce_grad_bprop,
-                   doc="fused backward of cross_entropy: (dx, log_softmax(x))", cost=costs.per_input_element(3))
+                   doc="fused backward of cross_entropy: (dx, log_softmax(x))", cost=costs.per_input_element(3),
+                   sharding=SR.cross_entropy_grad)
 
 
 def _loss_attrs(op, ignore_index, reduction, label_smoothing):

@@ -20,6 +20,7 @@ import scipy.special
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 from .elementwise import floor_divide as _floor_divide, remainder as _remainder
@@ -47,7 +48,7 @@ def _as_number(v):
 
 def _float_unary(name, fn, bprop, doc):
     """A unary op on floating tensors only (integer/bool inputs raise, as in MindSpore on CPU)."""
-    return defprim(name, _unary_infer(name, float_only=True), _half_safe(fn), bprop, doc=doc)
+    return defprim(name, _unary_infer(name, float_only=True), _half_safe(fn), bprop, doc=doc, sharding=SR.pointwise)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -57,7 +58,8 @@ _expm1 = _float_unary("expm1", np.expm1, lambda i, o, d: (mul(d, add(o, 1.0)),),
 _log2 = _float_unary("log2", np.log2, lambda i, o, d: (div(d, mul(i[0], _LN2)),), "base-2 logarithm")
 _log10 = _float_unary("log10", np.log10, lambda i, o, d: (div(d, mul(i[0], _LN10)),), "base-10 logarithm")
 _exp2 = defprim("exp2", _unary_infer("exp2", float_only=True, int_to_float=True), _half_safe(np.exp2),
-                lambda i, o, d: (mul(d, mul(o, _LN2)),), doc="2 ** x (integers and bools give Float32)")
+                lambda i, o, d: (mul(d, mul(o, _LN2)),), doc="2 ** x (integers and bools give Float32)",
+                sharding=SR.pointwise)
 
 
 def log1p(input):
@@ -205,9 +207,9 @@ def _frac_kernel(a):
 
 
 _trunc = defprim("trunc", _numeric_infer("trunc"), _trunc_kernel, lambda i, o, d: (zeros_like(d),),
-                 doc="round toward zero (integers unchanged)")
+                 doc="round toward zero (integers unchanged)", sharding=SR.pointwise)
 _frac = defprim("frac", _numeric_infer("frac"), _frac_kernel, lambda i, o, d: (d,),
-                doc="x - trunc(x), with the sign of x")
+                doc="x - trunc(x), with the sign of x", sharding=SR.pointwise)
 
 
 def trunc(input):
@@ -341,23 +343,26 @@ def _heaviside_infer(x, values):
 
 
 _atan2 = defprim("atan2", _float_binary_infer("atan2"), _half_safe(np.arctan2), _atan2_bprop,
-                 doc="angle of the point (other, input)")
+                 doc="angle of the point (other, input)", sharding=SR.elementwise)
 _logaddexp = defprim("logaddexp", _float_binary_infer("logaddexp", tensors_only=True, same_kind=True),
-                     _half_safe(np.logaddexp), _logaddexp_bprop, doc="log(exp(x) + exp(y)), stably")
+                     _half_safe(np.logaddexp), _logaddexp_bprop, doc="log(exp(x) + exp(y)), stably",
+                     sharding=SR.elementwise)
 _logaddexp2 = defprim("logaddexp2", _float_binary_infer("logaddexp2", tensors_only=True, same_kind=True),
-                      _half_safe(np.logaddexp2), _logaddexp2_bprop, doc="log2(2**x + 2**y), stably")
+                      _half_safe(np.logaddexp2), _logaddexp2_bprop, doc="log2(2**x + 2**y), stably",
+                      sharding=SR.elementwise)
 _xlogy = defprim("xlogy", _float_binary_infer("xlogy"), _half_safe(_xlogy_kernel), _xlogy_bprop,
-                 doc="x * log(y), 0 where x == 0")
+                 doc="x * log(y), 0 where x == 0", sharding=SR.elementwise)
 _hypot = defprim("hypot", _float_binary_infer("hypot"), _half_safe(np.hypot), _hypot_bprop,
-                 doc="sqrt(x**2 + y**2) without overflow")
+                 doc="sqrt(x**2 + y**2) without overflow", sharding=SR.elementwise)
 _fmod = defprim("fmod", _binary_infer("fmod"), _fmod_kernel, _fmod_bprop,
-                doc="remainder of truncated division (the sign of x)")
+                doc="remainder of truncated division (the sign of x)", sharding=SR.elementwise)
 _copysign = defprim("copysign", _binary_infer("copysign", float_result=True), _half_safe(np.copysign),
-                    _copysign_bprop, doc="|x| with the sign of y")
+                    _copysign_bprop, doc="|x| with the sign of y", sharding=SR.elementwise)
 _xdivy = defprim("xdivy", _float_binary_infer("xdivy"), _half_safe(_xdivy_kernel), _xdivy_bprop,
-                 doc="x / y, 0 where x == 0")
+                 doc="x / y, 0 where x == 0", sharding=SR.elementwise)
 _heaviside = defprim("heaviside", _heaviside_infer, lambda a, v: np.where(a == 0, v, (a > 0).astype(a.dtype)),
-                     None, doc="step function: 0 below 0, `values` at 0, 1 above")
+                     None, doc="step function: 0 below 0, `values` at 0, 1 above",
+                     sharding=SR.elementwise)
 
 
 def atan2(input, other):
@@ -435,7 +440,8 @@ def _lerp_bprop(inputs, out, dout):
     return gx, gend, gw
 
 
-_lerp = defprim("lerp", _lerp_infer, _lerp_kernel, _lerp_bprop, doc="input + weight * (end - input)")
+_lerp = defprim("lerp", _lerp_infer, _lerp_kernel, _lerp_bprop, doc="input + weight * (end - input)",
+                sharding=SR.elementwise)
 
 
 def lerp(input, end, weight):
@@ -465,7 +471,8 @@ def _isclose_kernel(a, b, rtol=1e-5, atol=1e-8, equal_nan=False):
     return close
 
 
-_isclose = defprim("isclose", _isclose_infer, _isclose_kernel, None, doc="|x - y| <= atol + rtol * |y|")
+_isclose = defprim("isclose", _isclose_infer, _isclose_kernel, None, doc="|x - y| <= atol + rtol * |y|",
+                   sharding=SR.elementwise)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):

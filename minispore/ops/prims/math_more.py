@@ -23,6 +23,7 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import clamp, upcast_half
 from .elementwise import (_binary_infer, _grad_for, _unary_infer, _wanted, add, cast, div, equal, exp, greater,
@@ -117,7 +118,7 @@ def _n2n_bprop(inputs, out, dout, nan=0.0, posinf=None, neginf=None):
 
 
 _nan_to_num = defprim("nan_to_num", _n2n_infer, _n2n_kernel, _n2n_bprop,
-                      doc="NaN and infinities replaced by finite numbers")
+                      doc="NaN and infinities replaced by finite numbers", sharding=SR.pointwise)
 
 
 def nan_to_num(input, nan=None, posinf=None, neginf=None):
@@ -171,13 +172,14 @@ def _shift_kernel(fn):
     return kernel
 
 
-_bitwise_and = defprim("bitwise_and", _bitwise_infer("bitwise_and"), np.bitwise_and, doc="x & y")
-_bitwise_or = defprim("bitwise_or", _bitwise_infer("bitwise_or"), np.bitwise_or, doc="x | y")
-_bitwise_xor = defprim("bitwise_xor", _bitwise_infer("bitwise_xor"), np.bitwise_xor, doc="x ^ y")
+_bitwise_and = defprim("bitwise_and", _bitwise_infer("bitwise_and"), np.bitwise_and, doc="x & y", sharding=SR.elementwise)
+_bitwise_or = defprim("bitwise_or", _bitwise_infer("bitwise_or"), np.bitwise_or, doc="x | y", sharding=SR.elementwise)
+_bitwise_xor = defprim("bitwise_xor", _bitwise_infer("bitwise_xor"), np.bitwise_xor, doc="x ^ y", sharding=SR.elementwise)
 _left_shift = defprim("bitwise_left_shift", _bitwise_infer("bitwise_left_shift", allow_bool=False),
-                      _shift_kernel(np.left_shift), doc="x << y")
+                      _shift_kernel(np.left_shift), doc="x << y", sharding=SR.elementwise)
 _right_shift = defprim("bitwise_right_shift", _bitwise_infer("bitwise_right_shift", allow_bool=False),
-                       _shift_kernel(np.right_shift), doc="x >> y (arithmetic for signed integers)")
+                       _shift_kernel(np.right_shift), doc="x >> y (arithmetic for signed integers)",
+                       sharding=SR.elementwise)
 
 
 def _int_like_infer(name):
@@ -187,7 +189,7 @@ def _int_like_infer(name):
     return infer
 
 
-_invert = defprim("invert", _int_like_infer("invert"), np.invert, doc="~x (bitwise not)")
+_invert = defprim("invert", _int_like_infer("invert"), np.invert, doc="~x (bitwise not)", sharding=SR.pointwise)
 
 
 def bitwise_and(input, other):
@@ -251,8 +253,10 @@ def _fmaxmin_bprop(pick_x):
     return bprop
 
 
-_fmax = defprim("fmax", _fmaxmin_infer("fmax"), np.fmax, _fmaxmin_bprop(greater), doc="maximum ignoring NaN")
-_fmin = defprim("fmin", _fmaxmin_infer("fmin"), np.fmin, _fmaxmin_bprop(less), doc="minimum ignoring NaN")
+_fmax = defprim("fmax", _fmaxmin_infer("fmax"), np.fmax, _fmaxmin_bprop(greater), doc="maximum ignoring NaN",
+               sharding=SR.elementwise)
+_fmin = defprim("fmin", _fmaxmin_infer("fmin"), np.fmin, _fmaxmin_bprop(less), doc="minimum ignoring NaN",
+               sharding=SR.elementwise)
 
 
 def fmax(input, other):
@@ -282,11 +286,12 @@ def sgn(input):
 
 
 _signbit = defprim("signbit", _unary_infer("signbit", out_dtype=mstype.bool_),
-                   lambda a: np.less(a, 0), doc="True where x < 0 (MindSpore's rule: -0.0 is False)")
+                   lambda a: np.less(a, 0), doc="True where x < 0 (MindSpore's rule: -0.0 is False)",
+                   sharding=SR.pointwise)
 _isneginf = defprim("isneginf", _unary_infer("isneginf", float_only=True, out_dtype=mstype.bool_),
-                    lambda a: np.isneginf(upcast_half(a)), doc="x == -inf")
+                    lambda a: np.isneginf(upcast_half(a)), doc="x == -inf", sharding=SR.pointwise)
 _isposinf = defprim("isposinf", _unary_infer("isposinf", float_only=True, out_dtype=mstype.bool_),
-                    lambda a: np.isposinf(upcast_half(a)), doc="x == +inf")
+                    lambda a: np.isposinf(upcast_half(a)), doc="x == +inf", sharding=SR.pointwise)
 
 
 def signbit(input):
@@ -317,8 +322,8 @@ def _int_binary_infer(name):
     return infer
 
 
-_gcd = defprim("gcd", _int_binary_infer("gcd"), np.gcd, doc="greatest common divisor")
-_lcm = defprim("lcm", _int_binary_infer("lcm"), np.lcm, doc="least common multiple")
+_gcd = defprim("gcd", _int_binary_infer("gcd"), np.gcd, doc="greatest common divisor", sharding=SR.elementwise)
+_lcm = defprim("lcm", _int_binary_infer("lcm"), np.lcm, doc="least common multiple", sharding=SR.elementwise)
 
 
 def gcd(input, other):
@@ -448,7 +453,7 @@ def _lcse_bprop(inputs, out, dout, axis):
 
 
 _logcumsumexp = defprim("logcumsumexp", _lcse_infer, _lcse_kernel, _lcse_bprop,
-                        doc="log of the cumulative sum of exp(x), computed stably")
+                        doc="log of the cumulative sum of exp(x), computed stably", sharding=SR.scan)
 
 
 def logcumsumexp(input, axis):

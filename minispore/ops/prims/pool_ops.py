@@ -15,6 +15,7 @@ import numpy as np
 
 from ...common import dtype as mstype
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from . import _windows as Wn
 
@@ -116,7 +117,7 @@ def _max_pool_grad_grad_bprop(inputs, out, dout):
 
 
 _max_pool = defprim("max_pool2d", _max_pool_infer, _max_pool_kernel, _max_pool_bprop,
-                    doc="2-d max pooling: (output, argmax)")
+                    doc="2-d max pooling: (output, argmax)", sharding=SR.planewise)
 _max_pool_grad = defprim("max_pool2d_grad", _max_pool_grad_infer, _max_pool_grad_kernel, _max_pool_grad_bprop,
                          doc="backward of max_pool2d: scatter dy onto the argmax positions")
 _max_pool_grad_grad = defprim("max_pool2d_grad_grad", _max_pool_grad_grad_infer, _max_pool_grad_grad_kernel,
@@ -213,7 +214,8 @@ def _avg_pool_grad_bprop(inputs, out, dout, x_shape, **attrs):
     return (_avg_pool(dout, **attrs),)          # avg_pool2d and its backward are adjoint linear maps
 
 
-_avg_pool = defprim("avg_pool2d", _avg_pool_infer, _avg_pool_kernel, _avg_pool_bprop, doc="2-d average pooling")
+_avg_pool = defprim("avg_pool2d", _avg_pool_infer, _avg_pool_kernel, _avg_pool_bprop, doc="2-d average pooling",
+                    sharding=SR.planewise)
 _avg_pool_grad = defprim("avg_pool2d_grad", _avg_pool_grad_infer, _avg_pool_grad_kernel, _avg_pool_grad_bprop,
                          doc="backward of avg_pool2d: dy / divisor spread over each window")
 
@@ -341,7 +343,7 @@ def _adaptive_avg_grad_bprop(inputs, out, dout, x_shape):
 
 
 _adaptive_avg = defprim("adaptive_avg_pool2d", _adaptive_avg_infer, _adaptive_avg_kernel, _adaptive_avg_bprop,
-                        doc="adaptive 2-d average pooling to a given output size")
+                        doc="adaptive 2-d average pooling to a given output size", sharding=SR.planewise)
 _adaptive_avg_grad = defprim("adaptive_avg_pool2d_grad", _adaptive_avg_grad_infer, _adaptive_avg_grad_kernel,
                              _adaptive_avg_grad_bprop, doc="backward of adaptive_avg_pool2d (its adjoint)")
 
@@ -395,7 +397,7 @@ def _adaptive_max_bprop(inputs, out, dout, out_hw):
 
 
 _adaptive_max = defprim("adaptive_max_pool2d", _adaptive_max_infer, _adaptive_max_kernel, _adaptive_max_bprop,
-                        doc="adaptive 2-d max pooling: (output, argmax)")
+                        doc="adaptive 2-d max pooling: (output, argmax)", sharding=SR.planewise)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):

@@ -183,10 +183,10 @@ def _with_value_bprop(inputs, out, dout, axis=0, keep_dims=False):
 
 _max_with_value = defprim("argmax_with_value", _with_value_infer("max"), _with_value_kernel(np.argmax),
                           _with_value_bprop, doc="(max, index of the first max) along an axis",
-                          cost=costs.per_input_element(1))
+                          cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 _min_with_value = defprim("argmin_with_value", _with_value_infer("min"), _with_value_kernel(np.argmin),
                           _with_value_bprop, doc="(min, index of the first min) along an axis",
-                          cost=costs.per_input_element(1))
+                          cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 
 
 def _with_value(op, prim, input, axis, keepdims, initial, where_mask):
@@ -253,9 +253,9 @@ def _arg_kernel(fn):
 
 
 _argmax = defprim("argmax", _arg_infer("argmax", ARG_INDEX_DTYPE), _arg_kernel(np.argmax), None, doc="index of the first maximum",
-                  cost=costs.per_input_element(1))
+                  cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 _argmin = defprim("argmin", _arg_infer("argmin", ARGMIN_INDEX_DTYPE), _arg_kernel(np.argmin), None, doc="index of the first minimum",
-                  cost=costs.per_input_element(1))
+                  cost=costs.per_input_element(1), sharding=SR.reduce_unsplit)
 
 
 def argmax(input, dim=None, keepdim=False):
@@ -317,9 +317,9 @@ def _cumprod_bprop(inputs, out, dout, axis=0, exclusive=False, reverse=False):
 
 
 _cumsum = defprim("cumsum", _cum_infer("cumsum"), _cum_kernel(np.cumsum, 0), _cumsum_bprop,
-                  doc="cumulative sum along an axis", cost=costs.ELEMENTWISE)
+                  doc="cumulative sum along an axis", cost=costs.ELEMENTWISE, sharding=SR.scan)
 _cumprod = defprim("cumprod", _cum_infer("cumprod"), _cum_kernel(np.cumprod, 1), _cumprod_bprop,
-                   doc="cumulative product along an axis", cost=costs.ELEMENTWISE)
+                   doc="cumulative product along an axis", cost=costs.ELEMENTWISE, sharding=SR.scan)
 
 
 def cumsum_op(x, axis, exclusive=False, reverse=False):

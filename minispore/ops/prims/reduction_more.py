@@ -20,6 +20,7 @@ import numpy as np
 from ...common import dtype as mstype
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .elementwise import cast, isnan, not_equal, where, zeros_like
 from .reduction import expand_reduced, reduce_sum, reduced_shape
@@ -76,7 +77,7 @@ def _median_bprop(inputs, out, dout, axis=-1, keep_dims=False):
 
 
 _median = defprim("median", _median_infer, _median_kernel, _median_bprop,
-                  doc="(lower median, its index) along an axis")
+                  doc="(lower median, its index) along an axis", sharding=SR.reduce_unsplit)
 
 
 def median(input, axis=-1, keepdims=False):
@@ -126,9 +127,11 @@ def _cum_extreme_bprop(inputs, out, dout, axis=0):
 
 
 _cummax = defprim("cummax", _cum_extreme_infer("cummax", mstype.int64), _cum_extreme_kernel(np.greater_equal),
-                  _cum_extreme_bprop, doc="running maximum along an axis, with the latest index of it")
+                  _cum_extreme_bprop, doc="running maximum along an axis, with the latest index of it",
+                  sharding=SR.scan)
 _cummin = defprim("cummin", _cum_extreme_infer("cummin", mstype.int32), _cum_extreme_kernel(np.less_equal),
-                  _cum_extreme_bprop, doc="running minimum along an axis, with the latest index of it")
+                  _cum_extreme_bprop, doc="running minimum along an axis, with the latest index of it",
+                  sharding=SR.scan)
 
 
 def cummax(input, axis):

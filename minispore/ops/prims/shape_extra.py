@@ -487,7 +487,7 @@ def _flip_infer(x, dims):
 
 _flip = defprim("flip", _flip_infer, lambda a, dims: np.flip(a, dims),
                 lambda inputs, out, dout, dims: (_flip(dout, dims=dims),), doc="reverse along dims (a view)",
-                cost=costs.data_movement)
+                cost=costs.data_movement, sharding=SR.flip)
 
 
 def flip(input, dims):
@@ -516,10 +516,10 @@ def _tri_k(a, diagonal):
 
 _tril = defprim("tril", _tri_infer("tril"), lambda a, diagonal: np.tril(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_tril(dout, diagonal=diagonal),),
-                doc="zero the entries above the diagonal", cost=costs.data_movement)
+                doc="zero the entries above the diagonal", cost=costs.data_movement, sharding=SR.triangle)
 _triu = defprim("triu", _tri_infer("triu"), lambda a, diagonal: np.triu(a, _tri_k(a, diagonal)),
                 lambda inputs, out, dout, diagonal: (_triu(dout, diagonal=diagonal),),
-                doc="zero the entries below the diagonal", cost=costs.data_movement)
+                doc="zero the entries below the diagonal", cost=costs.data_movement, sharding=SR.triangle)
 
 
 def tril(input, diagonal=0):

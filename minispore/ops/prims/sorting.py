@@ -23,6 +23,7 @@ import numpy as np
 from ...common import dtype as mstype
 from .. import _check as C
 from .. import costs
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 
@@ -152,7 +153,7 @@ def _sort_bprop(inputs, out, dout, axis=-1, descending=False):
 
 
 _sort = defprim("sort", _sort_infer, _sort_kernel, _sort_bprop, doc="(sorted values, Int32 source indices)",
-                cost=_sort_cost)
+                cost=_sort_cost, sharding=SR.rowwise)
 
 
 def sort(input_x, axis=-1, descending=False):
@@ -193,7 +194,7 @@ def _topk_bprop(inputs, out, dout, k=1, axis=-1, largest=True, sorted=True):
 
 
 _topk = defprim("topk", _topk_infer, _topk_kernel, _topk_bprop, doc="(k largest/smallest values, Int32 indices)",
-                cost=_sort_cost)
+                cost=_sort_cost, sharding=SR.rowwise)
 
 
 def topk(input, k, dim=None, largest=True, sorted=True):

@@ -21,6 +21,7 @@ import scipy.special as sp
 
 from ...common.tensor import Tensor
 from .. import _check as C
+from .. import sharding_rules as SR
 from ..primitive import AbstractTensor, defprim
 from .activation import upcast_half
 from .elementwise import (_binary_infer, _grad_for, _unary_infer, _wanted, add, div, equal, exp, log, mul, neg,
@@ -35,7 +36,8 @@ def _quiet(fn):
 
 
 def _unary(name, fn, bprop, doc, int_to_float=False):
-    return defprim(name, _unary_infer(name, float_only=True, int_to_float=int_to_float), _quiet(fn), bprop, doc=doc)
+    return defprim(name, _unary_infer(name, float_only=True, int_to_float=int_to_float), _quiet(fn), bprop, doc=doc,
+                   sharding=SR.pointwise)
 
 
 def _safe_div_x(num, x, at_zero):
@@ -66,7 +68,8 @@ def _polygamma_kernel(a, n):
 
 
 _polygamma = defprim("polygamma", _polygamma_infer, _polygamma_kernel,
-                     lambda i, o, d, n: (mul(d, _polygamma(i[0], n=n + 1)),), doc="n-th derivative of digamma")
+                     lambda i, o, d, n: (mul(d, _polygamma(i[0], n=n + 1)),), doc="n-th derivative of digamma",
+                     sharding=SR.pointwise)
 
 
 def lgamma(input):
@@ -217,10 +220,11 @@ def _zeta_bprop(inputs, out, dout):
 
 
 _igamma = defprim("igamma", _float_pair_infer("igamma"), _quiet(sp.gammainc), _igamma_bprop,
-                  doc="regularized lower incomplete gamma P(a, x)")
+                  doc="regularized lower incomplete gamma P(a, x)", sharding=SR.elementwise)
 _igammac = defprim("igammac", _float_pair_infer("igammac"), _quiet(sp.gammaincc), _igammac_bprop,
-                   doc="regularized upper incomplete gamma Q(a, x) = 1 - P(a, x)")
-_zeta = defprim("zeta", _float_pair_infer("zeta"), _quiet(sp.zeta), _zeta_bprop, doc="Hurwitz zeta(x, q)")
+                   doc="regularized upper incomplete gamma Q(a, x) = 1 - P(a, x)", sharding=SR.elementwise)
+_zeta = defprim("zeta", _float_pair_infer("zeta"), _quiet(sp.zeta), _zeta_bprop, doc="Hurwitz zeta(x, q)",
+                sharding=SR.elementwise)
 
 
 def igamma(input, other):
