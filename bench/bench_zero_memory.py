@@ -13,8 +13,8 @@ stay replicated). Per level:
   with the padding rule chunk = ceil(numel / N)) and beside the paper's unpadded
   4Ψ + 4Ψ + 8Ψ/N, 4Ψ + 12Ψ/N, 16Ψ/N;
 * communication: `ops.prims.comm.comm_bytes()` over one step (calls and ring bytes per rank, by
-  collective); plain data parallelism (DistributedGradReducer) calls MPI directly and is not
-  counted there, so its row shows the analytic all-reduce ring bytes 2(N-1)/N Ψ b instead;
+  collective), plain data parallelism (DistributedGradReducer's buckets) included, beside the
+  analytic all-reduce ring bytes 2(N-1)/N Ψ b;
 * step time: median ms of a TrainOneStepCell step, one process on the global batch vs 2 ranks on
   half of it each. Report only: the two ranks share two cores with everything else on this
   machine; one BLAS thread per process.
@@ -137,8 +137,8 @@ def main():
           f"the biases are under the 64 KB threshold)")
     print("\ncommunication in one step (rank 0, ring bytes per rank, comm.py's counters):")
     ar = 2 * (n - 1) / n * psi * 4
-    print(f"  {'dp':<7} all_reduce {ar:.0f} B (analytic 2(N-1)/N Ψ b; the reducer is not counted by comm_bytes)")
-    for level in LEVELS:
+    print(f"  {'(paper)':<7} all_reduce {ar:.0f} B (analytic 2(N-1)/N Ψ b for plain data parallel)")
+    for level in ("dp",) + LEVELS:
         parts = ", ".join(f"{name} {t['calls']}x {t['ring']} B" for name, t in sorted(two[level]["comm"].items())
                           if t["calls"])
         total = sum(t["ring"] for t in two[level]["comm"].values())

@@ -92,12 +92,19 @@ def add_parallel_args(parser):
     g.add_argument("--inter-bw", type=float, default=None, help="GB/s per device between nodes (default: 25)")
     g.add_argument("--latency", type=float, default=None, help="microseconds per ring step (default: 10)")
     g.add_argument("--devices-per-node", type=int, default=None, help="devices per node (default: 8)")
+    g.add_argument("--minispore-step", action="store_true", default=None,
+                   help="also list the collectives of minispore's own training step (llm/tensor_parallel.py, "
+                        "DistributedGradReducer, ParallelOptimizer) for one rank: what ops.prims.comm.comm_bytes() "
+                        "counts when it runs (dp x tp, no pipeline)")
+    g.add_argument("--rank", type=int, default=None, help="with --minispore-step: the rank to list (default: 0)")
+    g.add_argument("--bucket-mb", type=float, default=None,
+                   help="with --minispore-step: DistributedGradReducer's bucket size in MB (default: 64, 'auto')")
 
 
 _PARALLEL_FLAGS = ("dp", "tp", "pp", "micro_batches", "world_size", "seq_parallel", "sp_keep_gathered",
                    "vocab_emb_dp", "zero",
                    "zero_threshold", "recompute", "attention", "param_dtype", "grad_dtype", "intra_bw",
-                   "inter_bw", "latency", "devices_per_node")
+                   "inter_bw", "latency", "devices_per_node", "minispore_step", "rank", "bucket_mb")
 
 
 def wants_parallel_plan(args) -> bool:
@@ -164,12 +171,45 @@ def run_parallel_plan(args) -> int:
                          attention=args.attention or "naive", world_size=args.world_size, links=links,
                          device=device, model=args.model)
     print(plan.table())
+    if args.minispore_step:
+        print()
+        print(minispore_step_table(cfg, strategy, args.batch, plan.seq_len, precision.param_dtype,
+                                   args.rank or 0, args.bucket_mb))
+    elif args.rank is not None or args.bucket_mb is not None:
+        raise OpValueError("dryrun", "--rank / --bucket-mb together with --minispore-step", "them without it")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(plan.to_dict(), f, indent=1)
         print(f"plan written to {args.json}")
     print(f"\nplanned in {time.perf_counter() - t0:.3f} s (formulas only: nothing was built or run)")
     return 0
+
+
+def minispore_step_table(cfg, strategy, batch, seq, dtype, rank=0, bucket_mb=None) -> str:
+    """The `--minispore-step` section: parallel_plan.minispore_step_comm's rows and totals for one
+    rank, in the counter's convention (payload = the buffer handed to MPI; ring = bytes sent)."""
+    from .parallel_plan import _size, minispore_step_comm
+    rows = minispore_step_comm(cfg, strategy, batch_size=batch, seq_len=seq, dtype=dtype, rank=rank,
+                               bucket_mb=bucket_mb, by_purpose=True)
+    totals = minispore_step_comm(cfg, strategy, batch_size=batch, seq_len=seq, dtype=dtype, rank=rank,
+                                 bucket_mb=bucket_mb)
+    lines = [f"minispore's own step, rank {rank} ({dtype} parameters; what comm_bytes() counts when it runs):",
+             f"  {'group':<6} {'primitive':<15} {'calls':>7} {'payload':>11}  purpose"]
+    merged = []                    # one row per run of buckets (a 7B model has ~70 of them)
+    for g, prim, calls, payload, why in rows:
+        kind = why.split(" bucket ")[0] if " bucket " in why else None
+        if kind and merged and merged[-1][4] == kind and merged[-1][:2] == (g, prim):
+            merged[-1] = (g, prim, merged[-1][2] + calls, merged[-1][3] + payload, kind)
+        else:
+            merged.append((g, prim, calls, payload, kind or why))
+    lines += [f"  {g:<6} {prim:<15} {calls:>7} {_size(payload):>11}  {why}" + (" buckets" if " bucket " not in why
+                                                                              and why.endswith("gradient") else "")
+              for g, prim, calls, payload, why in merged]
+    if not rows:
+        lines.append("  (none: one rank)")
+    lines.append("  totals: " + ", ".join(f"{k} {v['calls']} calls, payload {v['payload']:,} B, ring {v['ring']:,} B"
+                                          for k, v in totals.items()))
+    return "\n".join(lines)
 
 
 def dryrun_host_bytes(cfg, dtype) -> int:
@@ -268,4 +308,4 @@ def run_dryrun(args) -> int:
 
 
 __all__ = ["add_dryrun_args", "run_dryrun", "dryrun_host_bytes", "check_output_file", "add_parallel_args",
-           "run_parallel_plan", "wants_parallel_plan"]
+           "run_parallel_plan", "wants_parallel_plan", "minispore_step_table"]

@@ -11,6 +11,14 @@ job on thousands of devices, computed from the config and the strategy alone (no
 
     $ minispore dryrun --model llama-7b --dp 8 --tp 8 --zero level1 --dtype bfloat16
 
+    # what minispore's OWN step sends (the counters of ops.prims.comm.comm_bytes(), exactly):
+    minispore_step_comm(cfg, ParallelStrategy(data_parallel=2, model_parallel=2), batch_size=2, seq_len=8, rank=1)
+    $ minispore dryrun --model llama-7b --dp 8 --tp 8 --minispore-step --rank 9
+
+The plan models Megatron's schedule (what a production engine sends); `minispore_step_comm` (at
+the end of this file) models minispore's own implementation, collective by collective, and
+tests/parallel/test_comm_bytes.py checks it against the instrumented MPI runs, integer for integer.
+
 The strategy follows MindSpore / MindFormers' names (`parallel_config`): `data_parallel` (dp),
 `model_parallel` (tp), `pipeline_stage` (pp) with `micro_batch_num`, `use_seq_parallel`,
 `vocab_emb_dp`, and optimizer parallel (`optimizer_level` level1/2/3 with
@@ -762,3 +770,257 @@ __all__ = ["ParallelStrategy", "Precision", "ParamSpec", "ParallelPlan", "StageP
            "plan_parallel", "llama_parameters", "stage_layer_counts", "zero_sharded", "static_bytes",
            "korthikanti_layer_bytes", "llama_layer_activation_bytes", "OPTIMIZER_LEVELS", "RECOMPUTE_MODES",
            "ATTENTION_KINDS", "COLLECTIVES"]
+
+
+# ------------------------------------------------------------------------------------------------
+# what minispore's own implementation sends: the numbers ops.prims.comm.comm_bytes() counts
+#
+# The plan above models Megatron's schedule. minispore's own training step - the explicit TP of
+# llm/tensor_parallel.py (with sequence parallel and the vocabulary split or not), data parallel
+# with nn.DistributedGradReducer's buckets, optimizer parallel (nn/optim/parallel_optimizer.py) -
+# issues a fully known list of collectives, and a running process counts every one of them
+# (`comm_bytes()`: calls; payload = the bytes of the buffer handed to MPI; ring = the bytes a
+# ring algorithm sends from this rank). `minispore_step_comm` predicts the three numbers per
+# primitive for one step of one rank from the config and the strategy alone, for any world size;
+# tests/parallel/test_comm_bytes.py runs the step under MPI and asserts equality, integer for
+# integer. NOTE the payload convention is the counter's (ops/prims/comm.py), not comm_cost.py's:
+# all_gather counts its INPUT (this rank's block), reduce_scatter its input (all p blocks).
+_WIRE = {"float16": "float32", "bfloat16": "float32"}       # 16-bit gradients are reduced in fp32
+
+
+def _ring(prim: str, nelem: int, itemsize: int, p: int, rank: int) -> int:
+    """The counter's ring bytes of one call (ops/prims/comm.py's module docstring)."""
+    if p == 1:
+        return 0
+    if prim == "all_reduce":
+        from ..ops.prims.comm import ring_bytes_all_reduce     # the counter's own chunking
+        return ring_bytes_all_reduce(nelem, itemsize, p, rank)
+    if prim == "all_gather":
+        return (p - 1) * nelem * itemsize
+    if prim == "reduce_scatter":
+        return (p - 1) * (nelem * itemsize // p)
+    raise OpValueError("minispore_step_comm", "all_reduce, all_gather or reduce_scatter", repr(prim))
+
+
+def _split_rows(n: int, p: int, r: int) -> int:
+    """Rows rank r of p holds when n rows are dealt np.array_split-style (the vocabulary split)."""
+    base, extra = divmod(n, p)
+    return base + (1 if r < extra else 0)
+
+
+def trainer_parameter_order(cfg: LlamaConfig) -> list:
+    """The LLaMA's ParamSpecs (global shapes, TP axis for the vocabulary-parallel model) in the
+    order the LLaMA trainer's AdamW lists them (llm/trainer.py `decay_groups`: the matrices
+    first, then the 1-D norm weights, each in model order) - the order the gradient reducers and
+    the parallel optimizer walk."""
+    params = llama_parameters(cfg, ParallelStrategy(vocab_emb_dp=False))
+    return [q for q in params if len(q.shape) >= 2] + [q for q in params if len(q.shape) < 2]
+
+
+def dp_buckets(nbytes_in_order: list, bucket_mb: float | None = None, fused: bool = True) -> list:
+    """Bucket sizes (bytes, in the order they are all-reduced) `nn.DistributedGradReducer` makes
+    from gradients of `nbytes_in_order` bytes (one wire dtype): filled in REVERSE parameter order,
+    a bucket closed when the next gradient would pass `bucket_mb` MB (None: MindSpore's "auto", 64
+    MB); `fused=False` (comm_fusion openstate False): one all-reduce per parameter."""
+    if not fused:
+        return [int(n) for n in reversed(nbytes_in_order)]
+    cap = max(1, int((64 if bucket_mb is None else bucket_mb) * (1 << 20)))
+    out, current = [], None
+    for n in reversed(nbytes_in_order):
+        if current is not None and current + n > cap:
+            out.append(current)
+            current = None
+        current = n if current is None else current + n
+    if current is not None:
+        out.append(current)
+    return out
+
+
+def _zero_units(cfg: LlamaConfig) -> list:
+    """level3's gather units: the parameter names one forward pre-hook gathers together (the
+    parallel optimizer hooks the cell one level above each owner: a block gathers its two norms,
+    an Attention wq..wo, a FeedForward w1..w3; the embedding, final norm and head their own)."""
+    units = [["tok_embeddings.embedding_table"]]
+    for i in range(cfg.n_layers):
+        p = f"layers.{i}."
+        units += [[p + "attention_norm.weight", p + "ffn_norm.weight"],
+                  [p + f"attention.w{x}.weight" for x in "qkvo"],
+                  [p + f"feed_forward.w{x}.weight" for x in "123"]]
+    units.append(["norm.weight"])
+    if not cfg.tie_embeddings:
+        units.append(["output.weight"])
+    return units
+
+
+def minispore_step_comm(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_size: int, seq_len: int,
+                        dtype: str = "float32", rank: int = 0, bucket_mb: float | None = None,
+                        fused: bool = True, by_purpose: bool = False):
+    """Per-step collectives of ONE rank of minispore's own LLaMA training step, in the convention
+    of `ops.prims.comm.comm_bytes()`: {primitive: {"calls", "payload", "ring"}} (bytes).
+
+    The step is the LLaMA trainer's (value_and_grad of `model.loss`, gradient communication, AdamW;
+    no clipping). Ranks are numbered tensor parallel fastest (rank = tp_index + tp * dp_index).
+    `batch_size` is the per-DP-rank batch, `seq_len` the positions per row, `dtype` the parameters'
+    (and so the activations') dtype. Nothing runs: any world size works.
+
+    * model_parallel t > 1: `tensor_parallel_llama(full, parallel_config=...)` with the strategy's
+      data_parallel, model_parallel, use_seq_parallel, vocab_emb_dp; its `grad_reducer`.
+    * model_parallel 1, data_parallel d > 1: the plain Llama with `nn.DistributedGradReducer`
+      (buckets of `bucket_mb` MB, default 64; `fused=False`: one per parameter), or, with
+      `optimizer_level`, the parallel optimizer (`ParallelOptimizer`, its threshold the strategy's
+      `parallel_optimizer_threshold` KB) in place of the reducer.
+
+    With N = batch_size * seq_len tokens and X = N * dim activation elements (bytes: x itemsize):
+
+    ================================  =========================================================
+    TP (no SP), vocabulary split      all_reduce: embedding g 1 X (fwd); per block g after wo, w2
+                                      (2 X fwd) and f before wq|wk|wv, w1|w3 (2 X bwd); the
+                                      head's f 1 X (bwd); cross-entropy 3 x N (row max, sum exp,
+                                      target logit; fwd)
+    TP, vocab_emb_dp                  all_reduce: 4 X per block only
+    TP + SP, vocabulary split         reduce_scatter X: embedding (fwd), 2 per block (fwd), 2 per
+                                      block (bwd of the all-gathers), head input (bwd);
+                                      all_gather X/t: the same places' conjugates; all_reduce:
+                                      cross-entropy 3 x N, and the partial gradients of the
+                                      norms over the tp group (its buckets)
+    TP + SP, vocab_emb_dp             per block as above; all_reduce of the (loss sum, count)
+                                      pair (2 elements); partial gradients of the norms, the
+                                      table and the head over the tp group
+    DP (any of the above, d > 1)      all_reduce: one per bucket of this rank's (TP-local)
+                                      gradients, in the wire dtype (fp32 for 16-bit)
+    ZeRO level1 (t = 1)               all_reduce of every gradient (one per dtype), all_gather of
+                                      the updated shards (sum of ceil(numel/d) over the sharded)
+    ZeRO level2                       all_reduce of the unsharded gradients, reduce_scatter of
+                                      d x that shard sum, all_gather of the shards
+    ZeRO level3                       as level2 without the final all_gather; instead one
+                                      all_gather per forward unit with sharded parameters
+                                      (`_zero_units`) before its forward
+    ================================  =========================================================
+
+    `by_purpose=True` returns [(group, primitive, calls, payload, purpose)] rows instead.
+    """
+    op = "minispore_step_comm"
+    if not isinstance(cfg, LlamaConfig):
+        raise OpTypeError(op, "a LlamaConfig", type(cfg).__name__)
+    if not isinstance(strategy, ParallelStrategy):
+        raise OpTypeError(op, "a ParallelStrategy", type(strategy).__name__)
+    s = strategy
+    t, d = s.model_parallel, s.data_parallel
+    unsupported = [(f, v) for f, v, ok in (
+        ("pipeline_stage", s.pipeline_stage, s.pipeline_stage == 1),
+        ("micro_batch_num", s.micro_batch_num, s.micro_batch_num == 1),
+        ("recompute", s.recompute, s.recompute == "none"),
+        ("optimizer_level", s.optimizer_level, s.optimizer_level is None or t == 1)) if not ok]
+    if unsupported:
+        f, v = unsupported[0]
+        raise OpValueError(op, f"{_name(f)} at its default (minispore's own step: dp x tp with sequence "
+                           "parallel, or ZeRO over data parallel alone; no pipeline, no recomputation)", f"{f}={v!r}")
+    b, seq = _positive("batch_size", batch_size), _positive("seq_len", seq_len)
+    dtype = _dtype_name("dtype", dtype)
+    if not isinstance(rank, numbers.Integral) or isinstance(rank, bool) or not 0 <= rank < t * d:
+        raise OpValueError(op, f"a rank in [0, {t * d})", repr(rank))
+    for what, v in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads), ("ffn_dim", cfg.hidden_dim)):
+        if v % t:
+            raise OpValueError(op, f"{_name('model_parallel')} dividing {what} ({v})", f"model_parallel={t}")
+    sp = s.use_seq_parallel and t > 1
+    vocab_split = t > 1 and not s.vocab_emb_dp
+    if vocab_split and cfg.vocab_size < t:
+        raise OpValueError(op, f"vocab_size ({cfg.vocab_size}) >= {_name('model_parallel')}", f"model_parallel={t}")
+    if sp and seq % t:
+        raise OpValueError(op, f"{_name('seq_len')} divisible by {_name('model_parallel')} = {t} under sequence "
+                           "parallel", f"seq_len={seq}")
+    tp_rank, dp_rank = rank % t, rank // t
+    e = _ITEMSIZE[dtype]
+    wire = _ITEMSIZE[_WIRE.get(dtype, dtype)]
+    N, h, L = b * seq, cfg.dim, cfg.n_layers
+    X = N * h
+    rows = []       # (group, primitive, calls, elements per call, itemsize, group size, group rank, purpose)
+
+    def add(group, prim, calls, nelem, item, purpose):
+        size, grank = (t, tp_rank) if group == "tp" else (d, dp_rank)
+        if calls and size > 1:
+            rows.append((group, prim, calls, nelem, item, size, grank, purpose))
+
+    # the parameters as this rank holds them, in the optimizer's order
+    local = []
+    for q in trainer_parameter_order(cfg):
+        if q.name == "output.weight" and cfg.tie_embeddings:
+            continue
+        shape = list(q.shape)
+        if t > 1 and q.tp_axis is not None:
+            vocab = q.name in ("tok_embeddings.embedding_table", "output.weight")
+            if vocab and not vocab_split:
+                pass                                          # vocab_emb_dp: replicated
+            elif vocab:
+                shape[0] = _split_rows(shape[0], t, tp_rank)
+            else:
+                shape[q.tp_axis] //= t
+        local.append((q, math.prod(shape)))
+
+    if t > 1 and not sp:
+        if vocab_split:
+            add("tp", "all_reduce", 1, X, e, "vocab-parallel embedding: g, the sum of the lookups (fwd)")
+        add("tp", "all_reduce", 2 * L, X, e, "blocks: g after wo and after w2 (fwd)")
+        add("tp", "all_reduce", 2 * L, X, e, "blocks: f before wq|wk|wv and before w1|w3 (bwd)")
+        if vocab_split:
+            add("tp", "all_reduce", 1, X, e, "vocab-parallel head: f (bwd)")
+            add("tp", "all_reduce", 3, N, e, "vocab-parallel cross-entropy: row max, sum exp, target logit (fwd)")
+    elif sp:
+        chunk = X // t
+        if vocab_split:
+            add("tp", "reduce_scatter", 1, X, e, "vocab-parallel embedding: g-bar (fwd)")
+            add("tp", "all_gather", 1, chunk, e, "vocab-parallel embedding: g-bar's conjugate (bwd)")
+        add("tp", "all_gather", 2 * L, chunk, e, "blocks: f-bar before wq|wk|wv and w1|w3 (fwd)")
+        add("tp", "reduce_scatter", 2 * L, X, e, "blocks: f-bar's conjugate (bwd)")
+        add("tp", "reduce_scatter", 2 * L, X, e, "blocks: g-bar after wo and w2 (fwd)")
+        add("tp", "all_gather", 2 * L, chunk, e, "blocks: g-bar's conjugate (bwd)")
+        if vocab_split:
+            add("tp", "all_gather", 1, chunk, e, "vocab-parallel head: f-bar, the final norm's output (fwd)")
+            add("tp", "reduce_scatter", 1, X, e, "vocab-parallel head: f-bar's conjugate (bwd)")
+            add("tp", "all_reduce", 3, N, e, "vocab-parallel cross-entropy: row max, sum exp, target logit (fwd)")
+        else:
+            add("tp", "all_reduce", 1, 2, e, "replicated head: the (loss sum, row count) pair (fwd)")
+        partial = [n * wire for q, n in local
+                   if q.tp_axis is None or (not vocab_split and q.name in ("tok_embeddings.embedding_table",
+                                                                           "output.weight"))]
+        for k, nbytes in enumerate(dp_buckets(partial, bucket_mb, fused)):
+            add("tp", "all_reduce", 1, nbytes // wire, wire,
+                f"SP partial-gradient bucket {k} ({nbytes} B: the TP-replicated weights)")
+
+    level = s.zero_level if t == 1 else 0
+    if d > 1 and level == 0:
+        for k, nbytes in enumerate(dp_buckets([n * wire for _, n in local], bucket_mb, fused)):
+            add("dp", "all_reduce", 1, nbytes // wire, wire,
+                f"gradient bucket {k} ({nbytes} B, DistributedGradReducer)")
+    elif d > 1:
+        limit = s.parallel_optimizer_threshold * 1024
+        sharded = {q.name: -(-n // d) for q, n in local if n * e >= limit}
+        C = sum(sharded.values())
+        replicated = sum(n for q, n in local if q.name not in sharded)
+        if level == 1:
+            add("dp", "all_reduce", 1, sum(n for _, n in local), e, "ZeRO-1: every gradient (one call per dtype)")
+        else:
+            if replicated:
+                add("dp", "all_reduce", 1, replicated, e, f"ZeRO-{level}: the gradients of unsharded parameters")
+            if C:
+                add("dp", "reduce_scatter", 1, d * C, e, f"ZeRO-{level}: the sharded gradients, padded to "
+                                                           f"{d} x {C} elements")
+        if C and level < 3:
+            add("dp", "all_gather", 1, C, e, f"ZeRO-{level}: the updated parameter shards ({C} elements)")
+        if C and level == 3:
+            for unit in _zero_units(cfg):
+                n = sum(sharded.get(name, 0) for name in unit)
+                if n:
+                    add("dp", "all_gather", 1, n, e, f"ZeRO-3: {unit[0].rsplit('.', 2)[0]}... before its forward")
+    if by_purpose:
+        return [(g, prim, calls, calls * n * item, why) for g, prim, calls, n, item, _, _, why in rows]
+    out: dict = {}
+    for _, prim, calls, n, item, p, r, _ in rows:
+        row = out.setdefault(prim, {"calls": 0, "payload": 0, "ring": 0})
+        row["calls"] += calls
+        row["payload"] += calls * n * item
+        row["ring"] += calls * _ring(prim, n, item, p, r)
+    return out
+
+
+__all__ += ["minispore_step_comm", "dp_buckets", "trainer_parameter_order"]

@@ -67,6 +67,7 @@ from ..common import auto_parallel_context as apc
 from ..common import process_groups
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor, _wrap
+from ..ops.prims import comm as _comm_prims
 from .cell import Cell
 
 _OP = "DistributedGradReducer"
@@ -278,8 +279,11 @@ class DistributedGradReducer(Cell):
             step.requests[bucket.index] = _DONE
             return
         from mpi4py import MPI          # present: the group has an mpi4py communicator
-        step.requests[bucket.index] = self._comm.Iallreduce(MPI.IN_PLACE, step.buffers[bucket.index],
-                                                            op=MPI.SUM)
+        buf = step.buffers[bucket.index]
+        # counted like an all_reduce primitive (ops/prims/comm.py comm_bytes(): DryRun's check)
+        _comm_prims._count("all_reduce", buf.nbytes, _comm_prims.ring_bytes_all_reduce(
+            buf.size, buf.itemsize, self._group.size, self._group.rank))
+        step.requests[bucket.index] = self._comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
 
     def _progress(self):
         step = self._step

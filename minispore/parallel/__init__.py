@@ -20,9 +20,10 @@ Layer: above train (it reads and writes checkpoints with train.serialization), b
 from .layout import (Layout, assemble, check_shape, replica_groups, shard_of, shard_shape, slice_bounds,
                      slice_index)
 from .strategy_file import (ParallelLayouts, build_searched_strategy, build_strategy, load_strategy_file,
-                            save_strategy_file)
-from .checkpoint_transform import (load_distributed_checkpoint, merge_sliced_parameter, rank_list_for_transform,
-                                   transform_checkpoint_by_rank, transform_checkpoints, unified_safetensors)
+                            save_strategy_file, tensor_parallel_layouts)
+from .checkpoint_transform import (load_distributed_checkpoint, load_training_state, merge_sliced_parameter,
+                                   rank_list_for_transform, training_state_dict, transform_checkpoint_by_rank,
+                                   transform_checkpoints, unified_safetensors)
 from .megatron import (ColumnParallelDense, CopyToModelParallelRegion, GatherFromModelParallelRegion,
                        GatherFromSequenceParallelRegion, ReduceFromModelParallelRegion,
                        ReduceScatterToSequenceParallelRegion, RowParallelDense, ScatterToModelParallelRegion,
@@ -32,7 +33,7 @@ __all__ = ["Layout", "assemble", "check_shape", "replica_groups", "shard_of", "s
            "slice_index", "ParallelLayouts", "build_searched_strategy", "build_strategy", "load_strategy_file",
            "save_strategy_file", "load_distributed_checkpoint", "merge_sliced_parameter",
            "rank_list_for_transform", "transform_checkpoint_by_rank", "transform_checkpoints",
-           "unified_safetensors",
+           "unified_safetensors", "training_state_dict", "load_training_state", "tensor_parallel_layouts",
            "ColumnParallelDense", "RowParallelDense", "VocabParallelEmbedding", "vocab_parallel_cross_entropy",
            "gathered_parameters", "CopyToModelParallelRegion", "ReduceFromModelParallelRegion",
            "GatherFromModelParallelRegion", "ScatterToModelParallelRegion",

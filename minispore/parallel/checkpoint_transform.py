@@ -12,6 +12,12 @@ files a tp4, a dp4 or a single-process run loads, on any machine:
     ms.load_distributed_checkpoint(net, [rank files...], predict_strategy=None, train_strategy_filename=src)
     ms.unified_safetensors("ckpt_src", src, "merged")    # one file of full parameters
 
+    # a training run: each rank saves its shards, its optimizer state and the RNG ...
+    save_checkpoint(training_state_dict(net, optimizer), f"ckpt_src/rank_{r}/net{r}.ckpt")
+    # ... and a run of another layout resumes it (after transform_checkpoints / _by_rank, or from
+    # load_distributed_checkpoint(..., return_param_dict=True)):
+    load_training_state(ms.load_checkpoint(f"ckpt_dst/rank_{r}/net{r}.ckpt"), net, optimizer)
+
 How every entry of a checkpoint moves (`_plan_entry`):
 
 * **sharded**: its name, or the name after a dotted prefix (`moment1.fc.weight`, `adam_m.fc.weight`:
@@ -349,6 +355,88 @@ def transform_checkpoints(src_checkpoints_dir, dst_checkpoints_dir, ckpt_prefix,
 
 
 # ---------------------------------------------------------------------------------------------------
+# the training state a rank saves: its shards, its optimizer's state, the RNG
+RNG_STATE_KEY = "rng_state"
+
+
+def training_state_dict(net, optimizer=None, include_rng=True) -> dict:
+    """`{name: ndarray | str}`: what one rank of a sharded training run saves so that a run of
+    ANOTHER layout can resume it exactly (pass it to `save_checkpoint`, one file per rank).
+
+    * the net's parameters (this rank's shards, under the full model's names);
+    * the optimizer's own state Parameters - AdamW's `exp_avg.<param>` / `exp_avg_sq.<param>`
+      moments, MindSpore's `adam_m.<param>`, the step counters (`state_step`, `global_step`) -
+      but not the net's parameters it also reaches. A moment is shaped like its parameter, and
+      the checkpoint tools shard `<state>.<param>` by `<param>`'s layout (`_lookup`), so the
+      moments are resharded with the weights; the 0-d counters are copied whole;
+    * with `include_rng`, the global RNG state as a JSON string under "rng_state": every rank of
+      a minispore run draws from the same seeded generator (same batches, same dropout masks), so
+      whole-copy is right; `load_training_state` restores it.
+    """
+    from ..common import context
+    op = "training_state_dict"
+    items, seen = {}, set()
+    for owner, cell in (("net", net), ("optimizer", optimizer)):
+        if cell is None:
+            continue
+        if not hasattr(cell, "parameters_and_names"):
+            raise OpTypeError(op, f"'{owner}' to be a Cell", type(cell).__name__)
+        for _, p in cell.parameters_and_names():
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if p.name in items:
+                raise OpValueError(op, "unique Parameter names across the net and the optimizer",
+                                   f"'{p.name}' twice")
+            items[p.name] = p.asnumpy()
+    if include_rng:
+        if RNG_STATE_KEY in items:
+            raise OpValueError(op, f"no Parameter named '{RNG_STATE_KEY}' (the key of the RNG state)", "one")
+        items[RNG_STATE_KEY] = json.dumps(context.get_rng_state())
+    return items
+
+
+def load_training_state(param_dict, net, optimizer=None, restore_rng=True, strict_load=True):
+    """Load what `training_state_dict` saved (then resharded by `transform_checkpoints`,
+    `transform_checkpoint_by_rank` or `load_distributed_checkpoint(..., return_param_dict=True)`)
+    into `net` and `optimizer`, and restore the global RNG. `param_dict` maps names to Parameters
+    / arrays / strings (a loaded checkpoint). Every net and optimizer Parameter must get a value
+    (a resumed run that silently kept fresh moments would not be the same run): otherwise
+    nothing is changed and OpValueError names the missing entries."""
+    from ..common import context
+    op = "load_training_state"
+    if not isinstance(param_dict, dict):
+        raise OpTypeError(op, "'param_dict' to be a dict {name: Parameter | ndarray | str}", type(param_dict).__name__)
+    tensors = {}
+    for name, v in param_dict.items():
+        if isinstance(v, str):
+            continue
+        tensors[name] = v if isinstance(v, Tensor) else Parameter(Tensor(np.asarray(v)), name=name)
+    rng = param_dict.get(RNG_STATE_KEY) if restore_rng else None
+    if restore_rng:
+        if not isinstance(rng, str):
+            raise OpValueError(op, f"an '{RNG_STATE_KEY}' string in the checkpoint (restore_rng=True)",
+                               "none" if rng is None else type(rng).__name__)
+        try:
+            state = json.loads(rng)
+            type(context.rng().bit_generator)().state = state        # validate before changing anything
+        except (ValueError, TypeError, KeyError) as e:
+            raise OpValueError(op, "a usable RNG state in the checkpoint", f"{e}") from None
+    cells = [c for c in (net, optimizer) if c is not None]
+    missing = []
+    for cell in cells:
+        for _, p in cell.parameters_and_names():
+            if p.name not in tensors:
+                missing.append(p.name)
+    if strict_load and missing:
+        raise OpValueError(op, "a value for every net and optimizer Parameter",
+                           f"none for {sorted(set(missing))[:6]}{' ...' if len(set(missing)) > 6 else ''}")
+    for cell in cells:
+        load_param_into_net(cell, tensors, strict_load=False)
+    if restore_rng:
+        context.set_rng_state(state)
+
+
 def _layout_for_merge(op, name, strategy, sliced: list):
     entry = strategy.get(name) if isinstance(strategy, dict) else None
     if entry is None:

@@ -29,6 +29,10 @@ One extension, for a dimension split over several axes (`Layout(...)(("dp", "mp"
 its tensor_map entry is a list of axis numbers, major first (`[[1, 0], -1]`). MindSpore's own files
 only ever hold one number per dim; a file without multi-axis dims is exactly MindSpore's format.
 
+`tensor_parallel_layouts(net, data_parallel)` derives the layouts of a Megatron-style dp x tp net
+(parallel/megatron.py's layers name the axis each parameter is split on), ready for
+`save_strategy_file`.
+
 `build_searched_strategy(file)` returns `{param_name: ParallelLayouts}` objects with the attribute
 shape of MindSpore's protobuf message (`layout.dev_matrix[0].dim`, `layout.tensor_map[0].dim`, ...),
 which is what `merge_sliced_parameter` and MindSpore user code read.
@@ -291,6 +295,47 @@ def layouts_of(strategy) -> dict:
         else:
             raise OpTypeError("layouts_of", f"the strategy of '{name}' as ParallelLayouts or (shape, Layout)",
                               type(v).__name__)
+    return out
+
+
+def tensor_parallel_layouts(net, data_parallel: int = 1, op: str = "tensor_parallel_layouts") -> dict:
+    """`{name: (global_shape, Layout)}` of every parameter of a Megatron-style tensor-parallel net
+    (the layers of parallel/megatron.py: a layer class lists in `tensor_parallel_axes` which axis of
+    the full parameter each of its parameters is a block of), replicated over `data_parallel`
+    copies: what `save_strategy_file` records for a dp x tp run.
+
+    The device matrix is `(data_parallel, tp)` with aliases ("dp", "tp"): C order makes the tensor-
+    parallel index vary fastest, rank = tp_index + tp * dp_index, the numbering of a dp x tp run
+    whose TP groups are consecutive ranks. A split parameter maps its split axis to "tp", every other
+    dim (and every replicated parameter, a norm weight) to "None". A plain net (no parallel layers)
+    gives all-replicated layouts over `data_parallel` ranks. Uneven splits (a vocabulary that does
+    not divide by tp) cannot be written as a Layout and are refused."""
+    if isinstance(data_parallel, bool) or not isinstance(data_parallel, numbers.Integral) or data_parallel < 1:
+        raise OpValueError(op, "'data_parallel' as an int >= 1", repr(data_parallel))
+    split, tp = {}, 1
+    for _, cell in net.cells_and_names():
+        for attr, axis in getattr(type(cell), "tensor_parallel_axes", {}).items():
+            p = getattr(cell, attr, None)
+            if p is None:
+                continue
+            sizes = list(cell.split_sizes)
+            if len(set(sizes)) != 1:
+                raise OpValueError(op, f"'{p.name}' split evenly over the tensor-parallel ranks (a Layout cuts "
+                                   "equal blocks)", f"blocks of {sizes} along axis {axis}")
+            if tp not in (1, len(sizes)):
+                raise OpValueError(op, "one tensor-parallel size for the whole net", f"{tp} and {len(sizes)}")
+            tp = len(sizes)
+            split[id(p)] = (axis, sum(sizes))
+    layout = Layout((int(data_parallel), tp), ("dp", "tp"))
+    out = {}
+    for name, p in net.parameters_and_names():
+        shape = list(p.shape)
+        aliases = ["None"] * len(shape)
+        if id(p) in split:
+            axis, full = split[id(p)]
+            shape[axis] = full
+            aliases[axis] = "tp"
+        out[p.name] = (tuple(shape), layout(*aliases))
     return out
 
 
