@@ -390,3 +390,82 @@ def test_optimizer_parallel_checkpoint_reshards(tmp_path):
     ms.transform_checkpoints(str(tmp_path / "tp4"), str(tmp_path / "back"), "net", tp4, zero_file)
     for r in range(4):
         _assert_same(_load(str(tmp_path / "back" / f"rank_{r}" / f"net{r}.ckpt")), per_rank[r])
+
+
+# ---------------------------------------------------------------------------------------------------
+# the training state a rank saves (weights + optimizer state + RNG) and the strategy of a dp x tp LLaMA
+def _trained_pair(seed=0):
+    from minispore.mint.optim import AdamW
+    ms.set_seed(seed)
+    net = nn.Dense(4, 3, dtype=ms.float64)
+    opt = AdamW(net.trainable_params(), lr=0.1)
+    x = ms.Tensor(np.arange(8.0).reshape(2, 4))
+    grads = ms.grad(lambda t: (net(t) ** 2).sum(), None, opt.parameters)(x)
+    opt(grads)
+    return net, opt
+
+
+def test_training_state_dict_holds_weights_moments_counter_and_rng():
+    from minispore.parallel.checkpoint_transform import training_state_dict
+    net, opt = _trained_pair()
+    state = training_state_dict(net, opt)
+    assert sorted(state) == sorted(["weight", "bias", "exp_avg.weight", "exp_avg.bias", "exp_avg_sq.weight",
+                                    "exp_avg_sq.bias", "state_step", "rng_state"])
+    assert int(state["state_step"]) == 1 and np.abs(state["exp_avg.weight"]).max() > 0
+    assert json.loads(state["rng_state"]) == ms.common.context.get_rng_state()
+
+
+def test_load_training_state_round_trip_restores_everything(tmp_path):
+    from minispore.common import context
+    from minispore.parallel.checkpoint_transform import load_training_state, training_state_dict
+    net, opt = _trained_pair(seed=0)
+    path = str(tmp_path / "state.ckpt")
+    save_checkpoint(training_state_dict(net, opt), path)
+    expected_draw = context.rng().random(3)             # what the saved RNG produces next
+    fresh_net, fresh_opt = _trained_pair(seed=7)         # other weights, moments and RNG
+    load_training_state(ms.load_checkpoint(path), fresh_net, fresh_opt)
+    for (_, a), (_, b) in zip(net.parameters_and_names(), fresh_net.parameters_and_names()):
+        assert a.asnumpy().tobytes() == b.asnumpy().tobytes()
+    for name in ("exp_avg", "exp_avg_sq"):
+        for a, b in zip(getattr(opt, name), getattr(fresh_opt, name)):
+            assert a.asnumpy().tobytes() == b.asnumpy().tobytes()
+    assert int(fresh_opt.state_step.asnumpy()) == 1
+    assert context.rng().random(3).tolist() == expected_draw.tolist()
+
+
+def test_load_training_state_refuses_missing_moments_and_changes_nothing(tmp_path):
+    from minispore.parallel.checkpoint_transform import load_training_state, training_state_dict
+    net, opt = _trained_pair(seed=0)
+    state = {k: v for k, v in training_state_dict(net, opt).items() if not k.startswith("exp_avg_sq.")}
+    other, other_opt = _trained_pair(seed=3)
+    before = other.weight.asnumpy().copy()
+    with pytest.raises(OpValueError, match="load_training_state.*exp_avg_sq.bias"):
+        load_training_state(state, other, other_opt)
+    assert other.weight.asnumpy().tobytes() == before.tobytes()
+    state = training_state_dict(net, opt)
+    state["rng_state"] = "{not json"
+    with pytest.raises(OpValueError, match="load_training_state.*RNG"):
+        load_training_state(state, other, other_opt)
+    del state["rng_state"]
+    with pytest.raises(OpValueError, match="rng_state"):
+        load_training_state(state, other, other_opt)
+    load_training_state(state, other, other_opt, restore_rng=False)        # the RNG is optional on request
+    assert other.weight.asnumpy().tobytes() == net.weight.asnumpy().tobytes()
+
+
+def test_tensor_parallel_layouts_of_a_llama():
+    from minispore.llm import Llama, LlamaConfig
+    from minispore.llm.tensor_parallel import tensor_parallel_llama
+    from minispore.parallel.strategy_file import tensor_parallel_layouts
+    cfg = LlamaConfig(vocab_size=32, dim=16, n_layers=1, n_heads=4, n_kv_heads=4, ffn_dim=32, max_seq_len=8,
+                      multiple_of=16, tie_embeddings=False)
+    full = Llama(cfg)
+    layouts = tensor_parallel_layouts(full, data_parallel=4)           # plain data parallel: all replicated
+    assert set(layouts) == {n for n, _ in full.parameters_and_names()}
+    shape, layout = layouts["layers.0.attention.wq.weight"]
+    assert shape == (16, 16) and layout.device_matrix == (4, 1) and layout.to_dict()["tensor_map"] == (-1, -1)
+    tp = tensor_parallel_llama(full)                                   # a world of one: tp = 1
+    shape, layout = tensor_parallel_layouts(tp)["layers.0.attention.wo.weight"]
+    assert shape == (16, 16) and layout.to_dict()["tensor_map"] == (-1, 0)      # row-parallel: dim 1 over "tp"
+    with pytest.raises(OpValueError, match="tensor_parallel_layouts"):
+        tensor_parallel_layouts(full, data_parallel=0)
