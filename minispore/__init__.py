@@ -37,6 +37,8 @@ _LAZY = {
     "communication": "minispore.communication",   # init, get_rank, create_group ... (MPI)
     "parallel": "minispore.parallel",             # Layout, strategy files, distributed checkpoints
     "Layout": "minispore.parallel",
+    "shard": "minispore.graph.parallel.strategies",        # ms.shard(fn, in_strategy, ...) (semi-auto)
+    "reshard": "minispore.graph.parallel.strategies",      # ms.reshard(tensor, layout)
     "transform_checkpoints": "minispore.parallel",
     "transform_checkpoint_by_rank": "minispore.parallel",
     "rank_list_for_transform": "minispore.parallel",

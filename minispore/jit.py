@@ -73,6 +73,8 @@ from .graph import compile_cache as _ccache                       # graphs store
 from .graph.guards.layer_state import forget as _forget_layer_states
 from .graph import lazy_inline as _lazy
 from .graph.lazy_inline import finish_capture as _lazy_finish     # applies @lazy_inline(policy="front")
+from .graph.parallel import partition as _semi_auto                # semi_auto_parallel's compiler pass
+from .graph.parallel import strategies as _strategies
 
 CAPTURE_MODES = ("ast", "bytecode", "trace")
 JIT_LEVELS = ("O0", "O1", "O2")
@@ -256,6 +258,11 @@ def _call(jf, fn, cache, args, kwargs):
     if result.runner is not None:
         return result.runner(args, kwargs)
     if grad_state.depth:
+        if "semi_auto_plan" in entry.graph.notes:
+            raise OpValueError(jf.name, "under semi_auto_parallel, the gradient taken inside the compiled graph "
+                               "(jit the whole training step, or TrainOneStepCell in GRAPH_MODE)",
+                               "a partitioned graph differentiated from PyNative (value_and_grad of a jitted "
+                               "function)")
         flat = autodiff.run_with_tape(entry, leaves)
         if flat is None:                     # higher-order gradient or control flow: run eagerly
             return fn(*args, **kwargs)
@@ -290,14 +297,16 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
         if ckey is not None:
             phases["cache lookup"] = clock() - t
         t = clock()
-        result = capture(req)
+        with _semi_auto.global_shapes_during_capture():    # (sliced Parameters show their global shape)
+            result = capture(req)
         if not isinstance(result, CaptureResult):
             raise TypeError(f"capture mode '{mode}' returned {type(result).__name__}, not a CaptureResult")
         result = _lazy_finish(result)       # lazy_inline policy="front": inline the shared layer CALLs now
         state.note_capture_writes()         # scalars the capture created on objects are guarded too
         t1 = clock()
-        for g in result.graphs:
-            verify(g)
+        with _semi_auto.global_shapes_during_capture():
+            for g in result.graphs:
+                verify(g)
         t2 = clock()
         phases["capture"], phases["verify"] = t1 - t, t2 - t1
         _ccache.count_capture()
@@ -307,6 +316,9 @@ def _compile(jf, fn, cache, key, args, kwargs, reason):
     _forget_layer_states()                  # (the guard's walk remembered them for the capture only)
     executor = None
     t = clock()
+    # semi_auto_parallel on several ranks: this rank's graph (graph/parallel/partition.py); the
+    # Parameters it captures become this rank's shards
+    result = _semi_auto.partition_capture(result)
     if result.graph is not None and result.runner is None:
         executor = make_executor(result.graph, jf.jit_level)
     phases["passes + executor"] = clock() - t
@@ -390,6 +402,8 @@ def cell_call(cell, args, kwargs, host=False):
     """
     session = current_capture()
     if session is not None:
+        if "_shard_strategy" in cell.__dict__ and not host:     # Cell.shard: a strategy region
+            return _strategies.sharded_cell_call(cell, args, kwargs, lambda: cell_call(cell, args, kwargs, host))
         if host:
             return session.host_call(HostCellCall(cell), args, kwargs, type(cell).__name__)
         if hasattr(type(cell), "bprop"):
@@ -455,6 +469,7 @@ def _capture_hook(active: bool):
 
 add_capture_listener(_capture_hook)
 _refresh_hook()
+_strategies.install()                 # sharded ops record their strategies while a graph is captured
 
 CaptureError = _trace.CaptureError
 

@@ -69,18 +69,31 @@ def _short_source(node, base=None) -> str:
     return f"{os.path.basename(f)}:{line}"
 
 
+def _layout_texts(graph) -> dict:
+    """A semi-auto partitioned graph's layout of each value, as text (graph/parallel/partition.py
+    stores it in the graph's notes): {id(value): "<[splits] map[...]>"}, else {}."""
+    info = graph.notes.get("semi_auto")
+    return info.get("layout_text", {}) if isinstance(info, dict) else {}
+
+
 def _format_one(graph: Graph, lines: list, width: int):
     n = _Namer()
-    params = ", ".join(f"{n.define(p)}: {format_aval(p.aval)}" for p in graph.params)
+    lay = _layout_texts(graph)
+
+    def typed(v):
+        t = lay.get(id(v))
+        return format_aval(v.aval) + (f" <{t}>" if t else "")
+
+    params = ", ".join(f"{n.define(p)}: {typed(p)}" for p in graph.params)
     lines.append(f"graph {graph.name}({params}) {{")
     for v, t in graph.captures:           # tensors read by reference when the graph runs
         label = f" '{v.name}'" if v.name else ""
-        lines.append(f"  {n.define(v)} = capture {type(t).__name__}{label} : {format_aval(v.aval)}")
+        lines.append(f"  {n.define(v)} = capture {type(t).__name__}{label} : {typed(v)}")
     for node in graph.nodes:
         ins = ", ".join(n.ref(x) for x in node.inputs)
         outs = [n.define(o) for o in node.outputs]
         lhs = outs[0] if len(outs) == 1 and not node.multi else "(" + ", ".join(outs) + ")"
-        types = ", ".join(format_aval(o.aval) for o in node.outputs)
+        types = ", ".join(typed(o) for o in node.outputs)
         if node.multi:
             types = f"({types})"
         name = node.op.name

@@ -381,6 +381,15 @@ class Cell:
     def construct(self, *inputs, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must implement construct()")
 
+    def shard(self, in_strategy, out_strategy=None, parameter_plan=None, device="Ascend", level=0):
+        """`Cell.shard(in_strategy, out_strategy=None, parameter_plan=None)` (semi-auto parallel):
+        inside a semi_auto_parallel graph this cell's tensor inputs take the layouts of
+        `in_strategy` (one tuple of split counts, `ms.Layout` or None per input) and the ops inside
+        follow by sharding propagation; `parameter_plan` {parameter name: strategy} stores those
+        parameters split. Returns the cell. (graph/parallel/strategies.py)"""
+        from ..graph.parallel.strategies import shard_cell
+        return shard_cell(self, in_strategy, out_strategy, parameter_plan)
+
     def __call__(self, *args, **kwargs):
         # Graph mode (minispore/jit.py `cell_call`): in GRAPH_MODE, or while jit captures a graph,
         # the call is compiled / inlined into the graph / run as a host call. One attribute read.

@@ -12,9 +12,11 @@ What an instance carries, as in MindSpore:
 * `name` (the class name), `attrs` (a dict of the constructor arguments and anything added with
   `add_prim_attr`), `init_attrs` (the constructor arguments only);
 * `shard(in_strategy, out_strategy)`: a parallel strategy, validated and recorded in `attrs`
-  (`in_strategy`, `out_strategy`) and shown in `repr`. The distributed runtime reads it from
-  there; until it does, the strategy is checked (one tuple of positive ints per tensor input,
-  its length equal to that input's rank when called) but does not change the result.
+  (`in_strategy`, `out_strategy`) and shown in `repr`; checked when called (one tuple of positive
+  ints per tensor input, its length equal to that input's rank). It never changes a PyNative
+  result: under `semi_auto_parallel` in graph mode, the call goes through `STRATEGY_SCOPE` (set by
+  graph/parallel/strategies.py) while a graph is captured, and the compiler pass partitions the
+  graph by it.
 
 A user-defined op subclasses `Primitive` (or `PrimitiveWithInfer`) and gives minispore what the
 registry needs, under MindSpore's names where MindSpore has them:
@@ -161,6 +163,10 @@ def _tensor_inputs(args):
 
 _SHARDED_CLASSES: dict = {}
 
+# set by graph/parallel/strategies.py (ops/ cannot import graph/): `scope(prim, call, args, kwargs)`
+# wraps a sharded op's call, so that a capture records which graph values its strategy is about
+STRATEGY_SCOPE = [None]
+
 
 def _sharded_class(cls):
     """The subclass a primitive becomes once `shard` is called: its `__call__` first checks the
@@ -170,6 +176,9 @@ def _sharded_class(cls):
     if sub is None:
         def __call__(self, *args, **kwargs):
             self._check_strategy_ranks(args)
+            scope = STRATEGY_SCOPE[0]
+            if scope is not None:
+                return scope(self, cls.__call__, args, kwargs)
             return cls.__call__(self, *args, **kwargs)
         sub = type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__,
                                           "__qualname__": cls.__qualname__, "_sharded": True})
