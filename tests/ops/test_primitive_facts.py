@@ -49,6 +49,13 @@ ALLOWED = {
         "drops the transpose/matmul nodes the rewrite made unread",
     ("minispore/graph/passes/transpose_folding.py", "_DROPPABLE"):
         "the ops the rewrite itself creates and may drop again (transpose, matmul, bmm)",
+    ("minispore/graph/parallel/propagate.py", "propagate"):
+        "ms.reshard is the user's explicit layout request: its layout is the user's device matrix laid "
+        "over the stage's, which a per-op sharding rule cannot see",
+    ("minispore/graph/parallel/redistribution.py", "KINDS"):
+        "the kinds of a redistribution plan's steps (its own vocabulary; the collectives share the names)",
+    ("minispore/graph/parallel/redistribution.py", "COMMUNICATING"):
+        "the plan-step kinds that move data (its own vocabulary; the collectives share the names)",
     ("minispore/ops/tensor_methods.py", "_SAME_NAME"):
         "Tensor method names that equal functional-API names (the Python API surface, not op facts)",
     ("minispore/ops/composite.py", "_REEXPORTED"):

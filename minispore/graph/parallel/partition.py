@@ -304,10 +304,8 @@ class _Rewriter:
         looked = self.emit(node.op, args, attrs, out_aval).outputs[0]
         valid = self.prim("logical_and", [self.prim("greater_equal", [shifted, 0]), self.prim("less", [shifted, n])])
         mask = self.prim("cast", [valid], {"dtype": out_aval.dtype})
-        # the ids' dims sit at output position `axis` (gather) / 0 (embedding: the table's axis 0)
-        nd_out, nd_ids = len(out_aval.shape), len(ids.aval.shape)
-        pos = lk.axis if node.name != "embedding" else 0
-        shape = (1,) * pos + tuple(ids.aval.shape) + (1,) * (nd_out - pos - nd_ids)
+        # the ids' dims sit where the lookup puts them in the output (MaskedLookup.mask_shape)
+        shape = lk.mask_shape(ids.aval.shape, len(table_old.aval.shape))
         mask = self.prim("reshape", [mask], {"shape": shape})
         return self.prim("mul", [looked, mask])
 
