@@ -381,6 +381,112 @@ def test_layer_norm_gradient_through_the_op_matches_finite_differences():
         np.testing.assert_allclose(g.asnumpy(), fd, rtol=1e-6, atol=1e-8)
 
 
+# -- RMSNorm ---------------------------------------------------------------------------------------------
+def _rms_norm64(x, w, k, eps):
+    d = np.asarray(x, np.float64)
+    axes = tuple(range(d.ndim - k, d.ndim))
+    r = 1.0 / np.sqrt((d * d).mean(axes, keepdims=True) + eps)
+    return d * r * w, r
+
+
+def _rms_norm_grad64(dy, drstd, x, w, k, eps):
+    """The chain rule of L = <dy, y> + <drstd, r>, y = x r w, r = (mean(x^2) + eps)^(-1/2), in
+    float64: dL/dx = dy w r + (sum(dy x w) + drstd) dr/dx with dr/dx = -r^3 x / n;
+    dL/dw = sum over rows of dy x r."""
+    d, g = np.asarray(x, np.float64), np.asarray(dy, np.float64)
+    axes = tuple(range(d.ndim - k, d.ndim))
+    n = int(np.prod(d.shape[d.ndim - k:]))
+    _, r = _rms_norm64(d, w, k, eps)
+    back = (g * d * w).sum(axes, keepdims=True) + np.asarray(drstd, np.float64)
+    dx = g * w * r + back * (-(r ** 3) * d / n)
+    dw = (g * d * r).sum(tuple(range(d.ndim - k)))
+    return dx, dw
+
+
+def _plain_rms_norm(monkeypatch, fn, *args, **kw):
+    """Run a norm_ops kernel with the C loops off (what MINISPORE_NATIVE_KERNELS=0 does)."""
+    with monkeypatch.context() as mp:
+        mp.setattr(NK, "rms_norm_rows", lambda *a, **k: None)
+        mp.setattr(NK, "rms_norm_grad_rows", lambda *a, **k: None)
+        return fn(*args, **kw)
+
+
+@needs_c
+@pytest.mark.parametrize("dtype, atol", [(np.float32, 4e-6), (np.float64, 1e-13)])
+def test_fast_rms_norm_against_float64_and_the_plain_kernel(dtype, atol, monkeypatch):
+    rng = np.random.default_rng(12)
+    x = (rng.standard_normal((7, 3, 4, 5)) * 3 + 1).astype(dtype)
+    w = rng.standard_normal((4, 5)).astype(dtype)
+    assert NK.rms_norm_rows(x.reshape(21, 20), w.reshape(-1), 1e-6) is not None      # the C loop applies
+    y, rstd = N._rms_norm_kernel(x, w, 1e-6)
+    y64, r64 = _rms_norm64(x, w, 2, 1e-6)
+    assert y.shape == x.shape and rstd.shape == (7, 3, 1, 1)
+    np.testing.assert_allclose(y, y64, rtol=0, atol=atol)
+    np.testing.assert_allclose(rstd, r64, rtol=4 * np.finfo(dtype).eps)
+    py, pr = _plain_rms_norm(monkeypatch, N._rms_norm_kernel, x, w, 1e-6)
+    np.testing.assert_allclose(y, py, rtol=0, atol=atol)
+    np.testing.assert_allclose(rstd, pr, rtol=4 * np.finfo(dtype).eps)
+
+    dy = rng.standard_normal(x.shape).astype(dtype)
+    drstd = rng.standard_normal(rstd.shape).astype(dtype)
+    dx, dw = N._rms_norm_grad_kernel(dy, drstd, x, w, 1e-6)
+    rdx, rdw = _rms_norm_grad64(dy, drstd, x, w, 2, 1e-6)
+    np.testing.assert_allclose(dx, rdx, rtol=0, atol=atol)
+    np.testing.assert_allclose(dw, rdw, rtol=0, atol=atol * 10)                  # sums of 21 products
+    pdx, pdw = _plain_rms_norm(monkeypatch, N._rms_norm_grad_kernel, dy, drstd, x, w, 1e-6)
+    np.testing.assert_allclose(dx, pdx, rtol=0, atol=atol)
+    np.testing.assert_allclose(dw, pdw, rtol=0, atol=atol * 10)
+
+
+def test_rms_norm_odd_shapes_and_layouts():
+    """Views, mixed dtypes and half precision take the plain path with the same numbers."""
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((6, 16)).astype(np.float32)
+    w = rng.standard_normal(8).astype(np.float32)
+    view = x[:, ::2]                                            # a strided row view: reshape copies
+    np.testing.assert_allclose(N._rms_norm_kernel(view, w, 1e-6)[0], _rms_norm64(view, w, 1, 1e-6)[0],
+                               rtol=0, atol=4e-6)
+    assert NK.rms_norm_rows(view, w, 1e-6) is None                                   # not contiguous
+    assert NK.rms_norm_rows(x[:, :8].copy(), w.astype(np.float64), 1e-6) is None     # mixed dtypes
+    assert NK.rms_norm_rows(x[:, :8].copy(), w[::-1], 1e-6) is None                  # a strided weight
+    h = x.astype(np.float16)
+    y, r = N._rms_norm_kernel(h, np.ones(16, np.float16), 1e-6)                     # float16: computed in float32
+    np.testing.assert_allclose(y.astype(np.float64), _rms_norm64(h, 1.0, 1, 1e-6)[0], rtol=2e-3, atol=2e-3)
+
+
+@needs_c
+def test_rms_norm_gradient_through_the_op_matches_finite_differences_and_runs_the_c_backward(monkeypatch):
+    rng = np.random.default_rng(14)
+    x, w = rng.standard_normal((3, 6)), rng.standard_normal(6)
+    c = rng.standard_normal((3, 6))
+    C = ms.Tensor(c)
+    calls = []
+    real = NK.rms_norm_grad_rows
+    monkeypatch.setattr(NK, "rms_norm_grad_rows", lambda *a: calls.append(1) or real(*a))
+
+    def f(a, wt):
+        y, rstd = ops.rms_norm(a, wt, 1e-6)
+        return (y * C).sum() + (rstd * 0.5).sum()
+
+    got = ms.grad(f, grad_position=(0, 1))(ms.Tensor(x), ms.Tensor(w))
+    assert calls, "the C backward did not run"
+
+    def f64(a, wt):
+        y, r = _rms_norm64(a, wt, 1, 1e-6)
+        return (y * c).sum() + (r * 0.5).sum()
+
+    h = 1e-6
+    for k, (arg, g) in enumerate(zip((x, w), got)):
+        fd = np.zeros_like(arg)
+        for i in np.ndindex(arg.shape):
+            e = np.zeros_like(arg)
+            e[i] = h
+            args_p, args_m = [x, w], [x, w]
+            args_p[k], args_m[k] = arg + e, arg - e
+            fd[i] = (f64(*args_p) - f64(*args_m)) / (2 * h)
+        np.testing.assert_allclose(g.asnumpy(), fd, rtol=1e-6, atol=1e-8)
+
+
 # -- the switch and the fallback -------------------------------------------------------------------------
 _TINY = "void ms_tiny_twice(const double *x, double *o, int64_t n) { for (int64_t i = 0; i < n; i++) o[i] = 2 * x[i]; }"
 
@@ -395,6 +501,7 @@ def test_minispore_native_kernels_0_turns_every_hand_written_kernel_off(monkeypa
     monkeypatch.setattr(NK, "LIBRARY", native_build.NativeLibrary("PyNative kernels", NK.SOURCE, NK._CDEFS))
     x = np.linspace(-3, 3, 11).astype(np.float32)
     assert NK.gelu_erf(x) is None and NK.softmax_rows(x) is None
+    assert NK.rms_norm_rows(x.reshape(1, -1), x, 1e-6) is None
     np.testing.assert_allclose(A._gelu_kernel(x), _gelu_math(x), rtol=1.2e-7)        # the plain path
     monkeypatch.setitem(optim_native._state, "tried", False)
     monkeypatch.setitem(optim_native._state, "mod", None)

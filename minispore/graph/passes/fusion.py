@@ -76,6 +76,12 @@ from ..ir import OPAQUE, Graph, Node, Value
 from .inline_control_flow import keeps_position
 
 WINDOW = 64            # a node joins a group only if the group's last member is this close before it
+# Prepended to every generated kernel: under gcc's default -ftrapping-math a float compare may trap,
+# so gcc keeps each `?:` on floats (NaN-propagating max/min, relu, where, clamps) a branch and the
+# whole loop runs scalar (gcc 12, AVX2: 4-8x slower). The flag changes no result. (Plain version:
+# the kernel source alone; common/native_build.FLAGS would be the place for every module at once.)
+_VECTOR_SELECTS = '#pragma GCC optimize ("no-trapping-math")\n'
+
 MIN_WORK = 2           # ops that do work a group needs before it is worth a kernel
 
 
@@ -702,7 +708,7 @@ def fuse(graph: Graph, prepare=None) -> FusionResult:
     kernels = {}
     for plans, _ in all_plans.values():
         for p in plans:
-            kernels[p.symbol] = (p.c_source, declaration(p.symbol, p.spec))
+            kernels[p.symbol] = (_VECTOR_SELECTS + p.c_source, declaration(p.symbol, p.spec))
     if not kernels:
         return _unfused(graph, own, prepared, None)
     try:

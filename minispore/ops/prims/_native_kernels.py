@@ -13,6 +13,8 @@ checks that the two agree and that both match a float64 oracle):
 * softmax_grad_rows(y, dout)   y * (dout - sum(dout * y))            (activation._softmax_grad_kernel)
 * layer_norm_rows(x2, w, b, eps)              (y, mean, rstd) of (rows, n)   (norm_ops._layer_norm_kernel)
 * layer_norm_grad_rows(dy2, x2, w, mean, rstd)  (dx, dw, db)                 (norm_ops._layer_norm_grad_kernel)
+* rms_norm_rows(x2, w, eps)                     (y, rstd) of (rows, n)       (norm_ops._rms_norm_kernel)
+* rms_norm_grad_rows(dy2, x2, w, drstd, eps)    (dx, dw)                     (norm_ops._rms_norm_grad_kernel)
 
 **When they apply.** float32 or float64 arrays, all of one dtype, C-contiguous (a view with
 other strides, a half-precision or mixed-dtype call takes the plain path), and a module that
@@ -31,6 +33,10 @@ done in the input dtype in NumPy's order, so results agree with the plain kernel
 
 **Speed** (393k float32 elements, one thread, noisy shared machine): GELU forward ~0.45 ms
 (plain NumPy 2.4-6 ms), backward ~0.5 ms (1.1 ms); softmax over rows of 64 ~0.2 ms (0.35 ms).
+On an AVX2-only CPU with gcc 12 (AMD EPYC, heavily loaded, min of 40): GELU 1.0 ms, backward 1.2 ms
+- they were 5.3 / 9.3 ms until the loops vectorized there (`no-trapping-math` and the 2^k bit trick
+in `_EXP`, below; the same bits come out). RMSNorm (768 x 128): forward 72 us (plain 115 us),
+backward 120 us (plain 260 us).
 """
 from __future__ import annotations
 
@@ -61,7 +67,13 @@ def _c(v: float) -> str:
 # -ffp-contract=off so that code mirroring NumPy rounds as NumPy does, but these loops mirror no
 # NumPy expression - they evaluate an approximation whose error bound is stated, and one rounding
 # per step instead of two only makes it tighter (and the loops twice as fast).
+#
+# `no-trapping-math` (for this module's C only): with gcc's default -ftrapping-math a float compare
+# may raise an exception, so gcc will not turn `t < -700.0 ? -700.0 : t` (or any `?:` on floats) into
+# a vector select, and every loop with one ran scalar (measured on gcc 12 / AVX2: GELU 5x slower).
+# The flag changes no result (it only lets the compiler assume FP exception flags are not read).
 _EXP = r"""
+#pragma GCC optimize ("no-trapping-math")
 #if defined(__FMA__) || defined(__aarch64__)
 #define MS_FMA(a, b, c) fma(a, b, c)
 #else
@@ -71,7 +83,9 @@ static inline double ms_exp_neg(double t) {
     t = t < -700.0 ? -700.0 : t;
     /* k = round(t / ln2): adding and subtracting 1.5 * 2^52 rounds to an integer (floor() would
        stop the loop vectorizing without -fno-trapping-math) */
-    double kd = (t * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
+    union { int64_t i; double d; } shifted;
+    shifted.d = t * 1.4426950408889634 + 6755399441055744.0;
+    double kd = shifted.d - 6755399441055744.0;
     double r = MS_FMA(kd, -1.9082149292705877e-10, MS_FMA(kd, -0.6931471803691238, t));
     double p = 1.0 / 3628800.0;
     p = MS_FMA(p, r, 1.0 / 362880.0);
@@ -84,11 +98,16 @@ static inline double ms_exp_neg(double t) {
     p = MS_FMA(p, r, 0.5);
     p = MS_FMA(p, r, 1.0);
     p = MS_FMA(p, r, 1.0);
-    union { int64_t i; double d; } scale;          /* 2^k: k + 1023 in the exponent field */
-    scale.i = ((int64_t)kd + 1023) << 52;
+    /* 2^k: k + 1023 in the exponent field. k is read from the low bits of the shifted sum (its bit
+       pattern is that of 1.5 * 2^52, 0x4338000000000000, plus k) with 64-bit integer adds and shifts:
+       fast: AVX2 has no vector double -> int64 conversion, and `(int64_t)kd` made every lane scalar
+       (plain version: scale.i = ((int64_t)kd + 1023) << 52, 5x slower there) */
+    union { int64_t i; double d; } scale;
+    scale.i = (shifted.i - 0x4338000000000000LL + 1023) << 52;
     return p * scale.d;
 }
 """
+EXP_SOURCE = _EXP      # shared with the other C-loop modules (_native_attention) that need this exp
 
 # Phi(-a) for a >= 0 (NaN stays NaN) by the rational fit, given e = exp(-a^2 / 2) (the backward
 # also needs e, for phi): e P(a) / Q(a), Horner's rule (all coefficients positive: stable).
@@ -273,6 +292,51 @@ MS_LAYER_NORM(float, f32, sqrtf)
 MS_LAYER_NORM(double, f64, sqrt)
 """
 
+# RMSNorm over rows of n, as norm_ops._rms_norm_kernel: r = 1 / sqrt(mean(x^2) + eps) (the sum of
+# squares in double), y = (x * r) * w in the input type. The backward, as _rms_norm_grad_kernel
+# (which recomputes r from x: the primitive is not handed the forward's rstd), with g = dy * w:
+#   dx = g * r - x * (r^3 * q),  q = <g, x> / n + drstd / n,  dw = sum_rows(dy * x * r)
+# (row dots and the dw column sums, dw64: a zeroed double buffer of n, accumulate in double).
+_RMS_NORM = r"""
+#define MS_RMS_NORM(T, S)                                                                          \
+void ms_rms_norm_##S(const T *x, const T *w, T *y, T *rstd, int64_t rows, int64_t n, double eps) {\
+    for (int64_t r = 0; r < rows; r++) {                                                          \
+        const T *xr = x + r * n;                                                                   \
+        T *yr = y + r * n;                                                                         \
+        double ss = 0.0;                                                                           \
+        _Pragma("omp simd reduction(+:ss)")                                                        \
+        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * (double)xr[i];                       \
+        T rs = (T)(1.0 / sqrt(ss / (double)n + eps));                                              \
+        rstd[r] = rs;                                                                              \
+        _Pragma("omp simd")                                                                        \
+        for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * rs) * w[i];                               \
+    }                                                                                              \
+}                                                                                                  \
+void ms_rms_norm_grad_##S(const T *dy, const T *x, const T *w, const T *drstd, T *dx,             \
+                          double *dw64, int64_t rows, int64_t n, double eps) {                    \
+    for (int64_t r = 0; r < rows; r++) {                                                          \
+        const T *dyr = dy + r * n, *xr = x + r * n;                                                \
+        T *dxr = dx + r * n;                                                                       \
+        double ss = 0.0, gx = 0.0;                                                                 \
+        _Pragma("omp simd reduction(+:ss, gx)")                                                    \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            double xi = (double)xr[i];                                                             \
+            ss += xi * xi; gx += (double)(dyr[i] * w[i]) * xi;                                     \
+        }                                                                                          \
+        T rs = (T)(1.0 / sqrt(ss / (double)n + eps));                                              \
+        T q = (T)(gx / (double)n + (double)drstd[r] / (double)n);                                  \
+        T k = (rs * rs * rs) * q;                                                                  \
+        _Pragma("omp simd")                                                                        \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            dxr[i] = (dyr[i] * w[i]) * rs - xr[i] * k;                                             \
+            dw64[i] += (double)(dyr[i] * xr[i]) * (double)rs;                                      \
+        }                                                                                          \
+    }                                                                                              \
+}
+MS_RMS_NORM(float, f32)
+MS_RMS_NORM(double, f64)
+"""
+
 _CDEFS = []
 for _T, _S in (("float", "f32"), ("double", "f64")):
     _CDEFS += [
@@ -284,9 +348,12 @@ for _T, _S in (("float", "f32"), ("double", "f64")):
         f"int64_t, int64_t, double);",
         f"void ms_layer_norm_grad_{_S}(const {_T} *, const {_T} *, const {_T} *, const {_T} *, const {_T} *, "
         f"{_T} *, double *, double *, int64_t, int64_t);",
+        f"void ms_rms_norm_{_S}(const {_T} *, const {_T} *, {_T} *, {_T} *, int64_t, int64_t, double);",
+        f"void ms_rms_norm_grad_{_S}(const {_T} *, const {_T} *, const {_T} *, const {_T} *, {_T} *, double *, "
+        f"int64_t, int64_t, double);",
     ]
 
-SOURCE = _EXP + _PHI + _GELU + _SOFTMAX + _LAYER_NORM
+SOURCE = _EXP + _PHI + _GELU + _SOFTMAX + _LAYER_NORM + _RMS_NORM
 # the libm functions the loops call, declared `omp declare simd` where libmvec has them
 _VECTOR_MATH = {"exp": 1, "erfc": 1}
 
@@ -421,5 +488,39 @@ def layer_norm_grad_rows(dy2, x2, w, mean, rstd):
     return dx, dw64.astype(x2.dtype), db64.astype(x2.dtype)
 
 
+def rms_norm_rows(x2, w, eps):
+    """(y, rstd) of RMSNorm over the rows of x2 (rows, n) with weight w (n,); rstd of shape (rows,);
+    or None (plain path)."""
+    if x2.ndim != 2 or x2.size == 0 or w is None or w.shape != (x2.shape[1],):
+        return None
+    use = _usable(x2, w)
+    if use is None:
+        return None
+    mod, s = use
+    rows, n = x2.shape
+    y, rstd = np.empty_like(x2), np.empty(rows, x2.dtype)
+    getattr(mod.lib, "ms_rms_norm_" + s)(pointer(mod, x2), pointer(mod, w), pointer(mod, y), pointer(mod, rstd),
+                                         rows, n, float(eps))
+    return y, rstd
+
+
+def rms_norm_grad_rows(dy2, x2, w, drstd, eps):
+    """(dx, dw) of RMSNorm over the rows of x2 (rows, n), given the cotangents dy2 (rows, n) and
+    drstd (rows,) (r is recomputed from x2, as the plain kernel does); or None (plain path)."""
+    if x2.ndim != 2 or x2.size == 0 or dy2.shape != x2.shape or w is None or w.shape != (x2.shape[1],) \
+            or drstd.shape != (x2.shape[0],):
+        return None
+    use = _usable(dy2, x2, w, drstd)
+    if use is None:
+        return None
+    mod, s = use
+    rows, n = x2.shape
+    dx, dw64 = np.empty_like(x2), np.zeros(n)
+    getattr(mod.lib, "ms_rms_norm_grad_" + s)(pointer(mod, dy2), pointer(mod, x2), pointer(mod, w), pointer(mod, drstd),
+                                              pointer(mod, dx), mod.ffi.from_buffer("double[]", dw64), rows, n,
+                                              float(eps))
+    return dx, dw64.astype(x2.dtype)
+
+
 __all__ = ["gelu_erf", "gelu_erf_grad", "softmax_rows", "softmax_grad_rows", "layer_norm_rows",
-           "layer_norm_grad_rows", "LIBRARY", "SOURCE"]
+           "layer_norm_grad_rows", "rms_norm_rows", "rms_norm_grad_rows", "LIBRARY", "SOURCE", "EXP_SOURCE"]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...common.errors import OpIndexError, OpValueError
+from . import _native_attention
 
 UNBOUNDED = 2147483647                      # MindSpore's "no limit" for pre_tokens / next_tokens
 _NEG_INF = -np.inf
@@ -144,6 +145,15 @@ class AttentionPattern:
             keep = visible if keep is None else keep & visible
         return keep
 
+    def batches(self, b0, b1):
+        """The pattern of batches [b0, b1) (per-batch values and a per-batch mask sliced)."""
+        cut = lambda a: None if a is None else a[b0:b1]                      # noqa: E731
+        mask = self.mask
+        if mask is not None and mask.ndim == 5 and mask.shape[0] > 1:
+            mask = mask[b0:b1]
+        return AttentionPattern(b1 - b0, self.s1, self.s2, self.pre, self.nxt, self.shift[b0:b1], cut(self.q_len),
+                                cut(self.kv_len), cut(self.prefix), mask)
+
     def dense(self):
         """The whole (B, N2 or 1, G or 1, S1, S2) keep matrix (used only by references and the
         second-order backward, never by the tiled kernels)."""
@@ -246,6 +256,18 @@ class OnlineSoftmax:
         self.acc += p @ v
         self.m = m_new
 
+    def update_fused(self, s, keep, v):
+        """`_mask_scores(s, keep)` + `update(s, v)` (no dropout) with the mask, max, exp, sum and
+        state rescale in one C pass per row (_native_attention.online_softmax_tile; saves ~8 NumPy
+        passes over the tile). False when the C loop does not apply (nothing changed: use the plain
+        pair)."""
+        alpha = _native_attention.online_softmax_tile(s, keep, self.m, self.l)
+        if alpha is None:
+            return False
+        self.acc *= alpha[..., None]
+        self.acc += s @ v
+        return True
+
     def finish(self):
         """(out, lse): out = acc / l (0 for empty rows), lse = m + log(l) (-inf for empty rows)."""
         empty = self.l == 0
@@ -274,6 +296,13 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
     c_start, c_end = (0, k.shape[2]) if kv_range is None else kv_range
     out = np.empty((B, N2, G, S1, dv), q.dtype)
     lse = np.empty((B, N2, G, S1), q.dtype)
+    step = _batch_step(q, min(block_q, S1) * min(block_kv, c_end - c_start), pse, dropout)
+    if step:
+        for b0 in range(0, B, step):
+            b1 = min(b0 + step, B)
+            out[b0:b1], lse[b0:b1] = flash_forward(q[b0:b1], k[b0:b1], v[b0:b1], scale, pattern.batches(b0, b1),
+                                                   _batch_rows(pse, b0, b1), None, block_q, block_kv, kv_range)
+        return out, lse
     kt = _transposed(k[:, :, c_start:c_end])                 # (B, N2, 1, D, c_end - c_start)
     vv = v[:, :, None]
     for r0 in range(0, S1, block_q):
@@ -288,11 +317,40 @@ def flash_forward(q, k, v, scale, pattern, pse=None, dropout=None, block_q=128, 
             s = qi @ kt[..., c0 - c_start:c1 - c_start]
             if pse is not None:
                 s += pse[..., r0:r1, c0:c1]
+            # fast: one C pass (mask + max + exp + sum + rescale); plain: _mask_scores + state.update
+            if dropout is None and state.update_fused(s, keep, vv[..., c0:c1, :]):
+                continue
             _mask_scores(s, keep)
             dm = None if dropout is None else dropout.multiplier(B, r0, r1, c0, c1, q.dtype)
             state.update(s, vv[..., c0:c1, :], dm)
         out[..., r0:r1, :], lse[..., r0:r1] = state.finish()
     return out, lse
+
+
+# A score tile spans every batch and head at once: (B, N2, G, Br, Bc). When that is much bigger than
+# the CPU's caches (shakespeare-small: 64 x 6 x 128 x 128 float32 = 25 MB per tile, and the backward
+# keeps four such arrays live) every pass over it goes to memory. So the kernels walk the batch in
+# slices whose tiles stay within this budget. Each slice costs a Python walk of its tiles (~15
+# NumPy calls), so the budget is not small: the LLaMA preset's 786 KB tile is not sliced (measured
+# one thread: slicing it into 256 KB pieces cost ~0.5 ms a call on a lightly loaded machine; under
+# heavy load, with the caches shared, it saved ~3x on the backward).
+TILE_BUDGET_BYTES = 1024 * 1024
+
+
+def _batch_step(q, tile_elems_per_head, pse, dropout):
+    """How many batches per slice (None: all at once). Dropout tiles are not sliced: their bits are
+    numbered by the batch index (the slices would need an offset)."""
+    B, N2, G = q.shape[:3]
+    per_batch = N2 * G * tile_elems_per_head * q.dtype.itemsize
+    if dropout is not None or B <= 1 or per_batch * B <= TILE_BUDGET_BYTES:
+        return None
+    return max(1, TILE_BUDGET_BYTES // max(per_batch, 1))
+
+
+def _batch_rows(x, b0, b1):
+    """Batches [b0, b1) of a (B|1, N2|1, G|1, S1, S2) operand (one shared by the batches - batch
+    dimension 1, or a 2-d (S1, S2) one - is passed whole)."""
+    return x if x is None or x.ndim < 5 or x.shape[0] == 1 else x[b0:b1]
 
 
 def _transposed(x):
@@ -327,6 +385,22 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
     B, N2, G, S1, D = q.shape
     S2, dv = k.shape[2], v.shape[-1]
     dt = q.dtype
+    step = _batch_step(q, min(block_q, S1) * min(block_kv, S2), pse, dropout)
+    if step:                                                 # batch slices whose tiles fit the cache
+        dq, dk, dvv = np.empty(q.shape, dt), np.empty(k.shape, dt), np.empty(v.shape, dt)
+        dpse = None if pse is None else np.zeros(pse.shape, dt)
+        for b0 in range(0, B, step):
+            b1 = min(b0 + step, B)
+            g = flash_backward(q[b0:b1], k[b0:b1], v[b0:b1], out[b0:b1], dout[b0:b1], lse[b0:b1],
+                               None if dlse is None else dlse[b0:b1], scale, pattern.batches(b0, b1),
+                               _batch_rows(pse, b0, b1), None, block_q, block_kv)
+            dq[b0:b1], dk[b0:b1], dvv[b0:b1] = g[:3]
+            if dpse is not None:
+                if pse.ndim < 5 or pse.shape[0] == 1:
+                    dpse += g[3]                             # a bias shared by the batches: summed
+                else:
+                    dpse[b0:b1] = g[3]
+        return dq, dk, dvv, dpse
     sc = dt.type(scale)
     delta = np.einsum("...d,...d->...", dout, out)          # (B, N2, G, S1)
     if dlse is not None:
@@ -338,11 +412,13 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
     dvv = np.zeros(v.shape, dt)
     dpse = None if pse is None else np.zeros(pse.shape, dt)
     kt, vt = _transposed(k), _transposed(v)                 # (B, N2, 1, D, S2)
+    dq_touched = set()                                       # query blocks whose dq is no longer 0
     for c0 in range(0, S2, block_kv):
         c1 = min(c0 + block_kv, S2)
         kj = k[:, :, None, c0:c1]                            # (B, N2, 1, Bc, D)
         dk_j = np.zeros((B, N2, G, c1 - c0, D), dt)
         dv_j = np.zeros((B, N2, G, c1 - c0, dv), dt)
+        first_q = True                                       # dk_j, dv_j still 0 (fused path: write, not add)
         for r0 in range(0, S1, block_q):
             r1 = min(r0 + block_q, S1)
             keep = pattern.tile(r0, r1, c0, c1)
@@ -353,10 +429,18 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
             s = (qi * sc) @ kt[..., c0:c1]
             if pse is not None:
                 s += pse[..., r0:r1, c0:c1]
+            dp = doi @ vt[..., c0:c1]
+            if dropout is None and _grad_tile_fused(s, keep, lse_safe[..., r0:r1], delta[..., r0:r1], doi,
+                                                    dp, kj, qi, sc, dq[..., r0:r1, :], dk_j, dv_j,
+                                                    dpse, r0, r1, c0, c1, first_q, r0 not in dq_touched):
+                first_q = False          # fast: one C pass per tile row instead of the NumPy chain below
+                dq_touched.add(r0)
+                continue
+            first_q = False
+            dq_touched.add(r0)
             _mask_scores(s, keep)
             s -= lse_safe[..., r0:r1, None]
             p = np.exp(s, out=s)                             # recomputed probabilities of this tile
-            dp = doi @ vt[..., c0:c1]
             if dropout is not None:
                 dm = dropout.multiplier(B, r0, r1, c0, c1, dt)
                 dv_j += _tile_t(p * dm) @ doi
@@ -373,6 +457,40 @@ def flash_backward(q, k, v, out, dout, lse, dlse, scale, pattern, pse=None, drop
         dk[:, :, c0:c1] = dk_j.sum(axis=2) * sc
         dvv[:, :, c0:c1] = dv_j.sum(axis=2)
     return dq, dk, dvv, dpse
+
+
+def _grad_tile_fused(s, keep, lse_i, delta_i, doi, dp, kj, qi, sc, dq_i, dk_j, dv_j, dpse, r0, r1, c0, c1,
+                     first_q, first_kv):
+    """One tile of `flash_backward` (no dropout) with P = exp(S - L) and dS = P * (dP - D) made by
+    one C loop (_native_attention.attention_grad_tile) instead of mask, subtract, exp, subtract and
+    multiply in NumPy; the products stay BLAS.
+    Updates dq_i, dk_j, dv_j (and dpse) in place; False (nothing changed) when the C loop does not
+    apply. dk_j receives dS^T Q unscaled, as in the plain loop (the caller scales it once). While an
+    accumulator is still 0 (first_q: dk_j, dv_j; first_kv: dq_i) the product is written into it
+    (matmul's out=) instead of being added: saves a temporary and a pass."""
+    fused = _native_attention.attention_grad_tile(s, keep, lse_i, delta_i, dp)
+    if fused is None:
+        return False
+    p, ds = fused
+    p_t, ds_t = _tile_t(p), _tile_t(ds)
+    if dpse is not None:
+        dpse[..., r0:r1, c0:c1] = _sum_to(ds, dpse.shape[:-2] + ds.shape[-2:])
+    if first_q:
+        np.matmul(p_t, doi, out=dv_j)
+        np.matmul(ds_t, qi, out=dk_j)
+    else:
+        dv_j += p_t @ doi
+        dk_j += ds_t @ qi
+    if first_kv and dq_i.flags.c_contiguous:
+        np.matmul(ds, kj, out=dq_i)
+        if sc != 1:
+            dq_i *= sc
+    else:
+        dq_tile = ds @ kj
+        if sc != 1:
+            dq_tile *= sc
+        dq_i += dq_tile
+    return True
 
 
 # =================================================================================================

@@ -269,7 +269,7 @@ _layer_norm = defprim("layer_norm", _layer_norm_infer, _layer_norm_kernel, _laye
                       doc="normalize over the trailing dims, then scale and shift", cost=costs.per_output_element(7), sharding=SR.layer_norm)
 _layer_norm_grad = defprim("layer_norm_grad", _layer_norm_grad_infer, _layer_norm_grad_kernel,
                            _layer_norm_grad_bprop, doc="fused backward of layer_norm: (dx, dweight, dbias)",
-                           cost=costs.per_output_element(14))
+                           cost=costs.per_output_element(14), sharding=SR.layer_norm_grad)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -311,10 +311,15 @@ def _rms_rstd(x2, eps):
 def _rms_norm_kernel(x, gamma, epsilon):
     k = gamma.ndim
     x2 = _rows(x, k).astype(compute_dtype(x), copy=False)
+    rshape = x.shape[:x.ndim - k] + (1,) * k
+    # fast: one C loop per row (_native_kernels.rms_norm_rows: the sum of squares and y in two reads
+    # of the row, no NumPy temporaries); plain: the NumPy lines below
+    fast = _native_kernels.rms_norm_rows(x2, gamma.reshape(-1), epsilon)
+    if fast is not None:
+        return fast[0].reshape(x.shape), fast[1].reshape(rshape)
     rstd = _rms_rstd(x2, epsilon)
     y = x2 * rstd
     y *= gamma.reshape(-1)
-    rshape = x.shape[:x.ndim - k] + (1,) * k
     return y.reshape(x.shape), rstd.reshape(rshape)
 
 
@@ -334,6 +339,12 @@ def _rms_norm_grad_kernel(dy, drstd, x, gamma, epsilon):
     cdt = compute_dtype(x)
     x2 = _rows(x, k).astype(cdt, copy=False)
     dy2 = _rows(dy, k).astype(cdt, copy=False)
+    # fast: one C loop per row (_native_kernels.rms_norm_grad_rows: r, <g, x>, dx and the dgamma sums
+    # in two reads of the row, sums in double); plain: the NumPy lines below (~9 passes)
+    fast = _native_kernels.rms_norm_grad_rows(dy2, x2, gamma.reshape(-1), drstd.reshape(-1).astype(cdt, copy=False),
+                                              epsilon)
+    if fast is not None:
+        return fast[0].reshape(x.shape), fast[1].reshape(gamma.shape)
     n = max(x2.shape[1], 1)
     r = _rms_rstd(x2, epsilon)
     g = dy2 * x2
@@ -396,7 +407,8 @@ def _rms_norm_grad_bprop(inputs, out, dout, epsilon):
 _rms_norm = defprim("rms_norm", _rms_norm_infer, _rms_norm_kernel, _rms_norm_bprop,
                     doc="root-mean-square normalization over gamma's dims: (y, rstd)", cost=costs.per_output_element(4), sharding=SR.rms_norm)
 _rms_norm_grad = defprim("rms_norm_grad", _rms_norm_grad_infer, _rms_norm_grad_kernel, _rms_norm_grad_bprop,
-                         doc="fused backward of rms_norm: (dx, dgamma)", cost=costs.per_output_element(9))
+                         doc="fused backward of rms_norm: (dx, dgamma)", cost=costs.per_output_element(9),
+                         sharding=SR.rms_norm_grad)
 
 
 def rms_norm(x, gamma, epsilon=1e-6):
