@@ -601,8 +601,12 @@ def test_tiny_llama_training_step_under_ast_equals_pynative():
     jstep = ms.jit(step_g, capture_mode="ast")
     for x, y in batches:
         close(jstep(x, y), step_e(x, y))
+    # float32 weights after AdamW steps: Adam divides by sqrt(v), so an element whose gradient is mostly
+    # cancellation carries the gradient's last-bit differences into its update, and graph and PyNative
+    # may hand BLAS the same product with other operand layouts (rounded differently on some CPUs);
+    # hence 1e-6 absolute. The float64 equality is tests/graph/test_suite_models_equal.py
     for pe, pg in zip(model_e.trainable_params(), model_g.trainable_params()):
-        close(pg, pe, rtol=1e-6, atol=1e-7)
+        close(pg, pe, rtol=1e-6, atol=1e-6)
     assert jstep.cache().compiles == 1
     names = [n.name for n in jstep.compile(*batches[0]).graph.nodes]
     assert names.count("matmul") > 10 and names[-1] == "HostCall"         # forward+backward, optimizer

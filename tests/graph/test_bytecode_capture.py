@@ -685,8 +685,12 @@ def test_tiny_llama_training_step_matches_pynative(with_print, capsys):
     ref, ref_w, _, _ = _llama_losses(None, with_print)
     got, got_w, step, xy = _llama_losses("bytecode", with_print)
     np.testing.assert_allclose(got, ref, rtol=1e-6)
+    # float32 weights after AdamW steps: Adam divides by sqrt(v), so an element whose gradient is mostly
+    # cancellation carries the gradient's last-bit differences into its update, and graph and PyNative
+    # may hand BLAS the same product with other operand layouts (rounded differently on some CPUs);
+    # hence 1e-6 absolute. The float64 equality is tests/graph/test_suite_models_equal.py
     for a, b in zip(got_w, ref_w):
-        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
     rep = explain(step, *xy)
     if with_print:
         assert rep.graph_count == 2 and {"item", "print"} <= {w for b in rep.breaks for w in ("item", "print")

@@ -100,8 +100,12 @@ def test_train_step_graph_runs_and_matches_pynative_adamw():
     loss, grads = ms.value_and_grad(model_b.loss, None, model_b.trainable_params())(t, t)
     opt(grads)
     np.testing.assert_allclose(loss_graph, loss.asnumpy(), rtol=1e-6)
+    # float32 weights after AdamW steps: Adam divides by sqrt(v), so an element whose gradient is mostly
+    # cancellation carries the gradient's last-bit differences into its update, and graph and PyNative
+    # may hand BLAS the same product with other operand layouts (rounded differently on some CPUs);
+    # hence 1e-6 absolute. The float64 equality is tests/graph/test_suite_models_equal.py
     for pa, pb in zip(model_a.trainable_params(), model_b.trainable_params()):
-        np.testing.assert_allclose(pa.asnumpy(), pb.asnumpy(), rtol=1e-5, atol=1e-7, err_msg=pa.name)
+        np.testing.assert_allclose(pa.asnumpy(), pb.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=pa.name)
 
 
 # -- FLOPs ----------------------------------------------------------------------------------------------

@@ -75,7 +75,9 @@ def test_mlp_training_step_is_the_same_at_every_level():
         for a, b in zip(losses, ref_losses):
             assert abs(a - b) <= tol * abs(b) + 1e-12, (level, losses, ref_losses)
         for p, q in zip(params, ref_params):
-            assert rel_err(p, q) <= max(tol, 1e-7), level
+            # weights after Adam steps: a few float32 ulps apart even at O0 (the update divides by
+            # sqrt(v): a mostly cancelled gradient's last bit reaches the weight); losses stay exact
+            assert rel_err(p, q) <= max(tol, 5e-7), level
     _, step = make_mlp_step("O2")
     ex = step.compile(x, y).executor
     assert isinstance(ex, O2Executor)
