@@ -225,7 +225,56 @@ elementwise_quotient = _broadcast_rule("quotient")
 
 # ------------------------------------------------------------------------------------------------
 # matrix products
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _gathered_elements(ins, layouts, required, out=None, out_layout=None) -> int:
+    """How many elements a resolution makes the compiler gather or reduce: the whole size of
+    every operand that loses a split axis - slicing a dim further is free - plus twice the
+    output's size when it comes out a partial sum (someone all-reduces it later: a ring
+    all-reduce moves twice the bytes of a gather of the same tensor)."""
+    total = 2 * _numel(out.shape) if out is not None and out_layout is not None and out_layout.partial else 0
+    for x, given, need in zip(ins, layouts, required):
+        if given is None or need is None or not _is_tensor(x):
+            continue
+        lost = set(given.partial) - set(need.partial)
+        for d in range(len(x.shape)):
+            lost |= set(given.axes(d)) - set(need.axes(d))
+        if lost:
+            total += _numel(x.shape)
+    return total
+
+
 def _contract(name, ins, outs, layouts, xi, yi, bi, ta, tb):
+    """x @ y with the cheaper of two resolutions when x's and y's splits collide (the same device
+    axis on x's rows and y's columns, say): x's splits lead (`_contract_x_leads`), or - for 2-d
+    operands without a bias or partial input - y's lead, computed as (y^T @ x^T)^T. The one that
+    gathers fewer elements wins; a tie keeps x leading. (The backward of a sequence-parallel
+    row-parallel linear, dout (rows split) @ W (columns split), gathers the activation gradient
+    rather than the bigger weight: Megatron's choice.)"""
+    a = _contract_x_leads(name, ins, outs, layouts, xi, yi, bi, ta, tb)
+    lx, ly = layouts[xi], layouts[yi]
+    if (a.requires is None or len(ins[xi].shape) != 2 or len(ins[yi].shape) != 2 or lx.partial or ly.partial
+            or (bi is not None and _is_tensor(ins[bi]))):
+        return a
+    cost_a = _gathered_elements(ins, layouts, a.requires, outs[0], a.out_layouts[0])
+    if cost_a == 0:
+        return a
+    b = _contract_x_leads(name, ins, outs, layouts, yi, xi, None, not tb, not ta)
+    cost_b = _gathered_elements(ins, layouts, b.requires if b.requires is not None else layouts,
+                                outs[0], b.out_layouts[0])
+    if cost_b >= cost_a:
+        return a
+    out_t = b.out_layouts[0]                     # the layout of out^T: transpose it back
+    out = TensorLayout(out_t.device_matrix, tuple(reversed(out_t.tensor_map)), out_t.partial)
+    return ShardingResult((out,), b.requires)
+
+
+def _contract_x_leads(name, ins, outs, layouts, xi, yi, bi, ta, tb):
     """x @ y (NumPy matmul semantics, 1-d operands promoted, batch dims broadcast), with x or y
     read transposed (`ta`, `tb`), plus an optional bias `bi` broadcast to the output.
 

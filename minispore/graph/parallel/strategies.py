@@ -230,18 +230,22 @@ def shard_cell(cell, in_strategy, out_strategy=None, parameter_plan=None):
 
 def sharded_cell_call(cell, args, kwargs, call):
     """jit.cell_call's capture branch for a cell with Cell.shard: record the region (once: the
-    cell's own call inside `call` is not recorded again)."""
+    cell's own call inside `call` is not recorded again). `call` is jit's cell_call again, which
+    would find the strategy and come back here: while the region runs the strategy is taken off
+    the cell, so `call` goes on to the ordinary path (inlining the cell's construct)."""
     active = getattr(_local, "cells", None)
     if active is None:
         active = _local.cells = set()
     if id(cell) in active:
         return call()
-    in_s, out_s = cell.__dict__["_shard_strategy"]
+    strategy = cell.__dict__.pop("_shard_strategy")
+    in_s, out_s = strategy
     active.add(id(cell))
     try:
         return record_call(type(cell).__name__, in_s, out_s, {FUNCTION: True}, lambda *a, **k: call(), args, kwargs)
     finally:
         active.discard(id(cell))
+        cell.__dict__["_shard_strategy"] = strategy
 
 
 def shard(fn, in_strategy, out_strategy=None, parameter_plan=None, device="Ascend", level=0):
