@@ -698,6 +698,8 @@ def _plan_stage(i, cfg, s, prec, b, seq, attention, params, links, device) -> St
     if not s.vocab_emb_dp:
         if first:
             add("tp", "ReduceScatter" if sp else "AllReduce", m, X, "vocab-parallel embedding output (fwd)")
+            if sp:
+                add("tp", "AllGather", m, X, "vocab-parallel embedding output gradient: the reduce-scatter's conjugate (bwd)")
         if last:
             if sp:
                 add("tp", "AllGather", (1 + regather // 2) * m, X, "vocab-parallel head input (fwd)"
@@ -836,22 +838,6 @@ def dp_buckets(nbytes_in_order: list, bucket_mb: float | None = None, fused: boo
     return out
 
 
-def _zero_units(cfg: LlamaConfig) -> list:
-    """level3's gather units: the parameter names one forward pre-hook gathers together (the
-    parallel optimizer hooks the cell one level above each owner: a block gathers its two norms,
-    an Attention wq..wo, a FeedForward w1..w3; the embedding, final norm and head their own)."""
-    units = [["tok_embeddings.embedding_table"]]
-    for i in range(cfg.n_layers):
-        p = f"layers.{i}."
-        units += [[p + "attention_norm.weight", p + "ffn_norm.weight"],
-                  [p + f"attention.w{x}.weight" for x in "qkvo"],
-                  [p + f"feed_forward.w{x}.weight" for x in "123"]]
-    units.append(["norm.weight"])
-    if not cfg.tie_embeddings:
-        units.append(["output.weight"])
-    return units
-
-
 def minispore_step_comm(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_size: int, seq_len: int,
                         dtype: str = "float32", rank: int = 0, bucket_mb: float | None = None,
                         fused: bool = True, by_purpose: bool = False):
@@ -893,8 +879,8 @@ def minispore_step_comm(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_s
     ZeRO level2                       all_reduce of the unsharded gradients, reduce_scatter of
                                       d x that shard sum, all_gather of the shards
     ZeRO level3                       as level2 without the final all_gather; instead one
-                                      all_gather per forward unit with sharded parameters
-                                      (`_zero_units`) before its forward
+                                      all_gather of every sharded parameter (one per dtype) at
+                                      the start of the step (the first Cell's forward)
     ================================  =========================================================
 
     `by_purpose=True` returns [(group, primitive, calls, payload, purpose)] rows instead.
@@ -1008,10 +994,8 @@ def minispore_step_comm(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_s
         if C and level < 3:
             add("dp", "all_gather", 1, C, e, f"ZeRO-{level}: the updated parameter shards ({C} elements)")
         if C and level == 3:
-            for unit in _zero_units(cfg):
-                n = sum(sharded.get(name, 0) for name in unit)
-                if n:
-                    add("dp", "all_gather", 1, n, e, f"ZeRO-3: {unit[0].rsplit('.', 2)[0]}... before its forward")
+            add("dp", "all_gather", 1, C, e, f"ZeRO-3: every sharded parameter at the start of the step "
+                                             f"({C} elements, one call per dtype)")
     if by_purpose:
         return [(g, prim, calls, calls * n * item, why) for g, prim, calls, n, item, _, _, why in rows]
     out: dict = {}

@@ -10,7 +10,8 @@ parallel, optionally sequence parallel, inside data parallel.
     reducer = model.grad_reducer(opt.parameters)    # SP partial sums over tp, then the dp mean
     x, y = model.data_parallel_batch(x), model.data_parallel_batch(y)   # this replica's rows
     loss, grads = ms.value_and_grad(model.loss, None, opt.parameters)(x, y)
-    opt(reducer(grads))
+    opt(reducer(grads))                             # or, clipped to the whole model's norm:
+    # opt(model.clip_grad_norm(reducer(grads), 1.0, opt.parameters))
     ids = model.generate(prompt, max_new_tokens=8)  # the same tokens as one process
 
 `tensor_parallel_llama(full)` without a config is the pure tensor-parallel model over the world
@@ -81,6 +82,12 @@ At the ends of the network:
 * `loss` never gathers the logits: `vocab_parallel_cross_entropy` exchanges three numbers per
   row instead of the (rows, vocab) logits.
 
+Gradient clipping: a rank's `sqrt(sum ||g||^2)` over its own gradients is not the model's norm
+(its blocks of the split weights are part of the sum, the replicated weights are on every rank).
+`global_grad_norm` sums the squares of the split parameters' blocks over the tp group and counts
+the replicated ones once (tp rank 0 only; Megatron's rule), and `clip_grad_norm` clips with it,
+so a clipped parallel run is the single-process clipped run (tests/parallel/test_tp_clip.py).
+
 Dropout: the ranks draw their masks from the same seeded generator in the same order (every rank
 draws equally shaped masks), so the replicated activations stay identical across ranks (a mask
 applied to each rank's partial sum before the reduction is the mask of the sum: it is linear);
@@ -100,6 +107,7 @@ from ..common import process_groups as pg
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Parameter, Tensor, from_numpy
 from ..communication import comm_func
+from ..nn.clip import clip_by_global_norm, sum_of_squares
 from ..ops import functional as F
 from ..parallel.megatron import (ColumnParallelDense, CopyToModelParallelRegion, GatherFromModelParallelRegion,
                                  GatherFromSequenceParallelRegion, ReduceFromModelParallelRegion,
@@ -443,18 +451,74 @@ class TensorParallelLlama(Llama):
         (norms; the table and head with vocab_emb_dp). Empty without sequence parallelism."""
         if not self.use_seq_parallel or self.tp_size == 1:
             return []
+        split = self._split_parameter_ids()
+        return [p for p in self.trainable_params() if id(p) not in split]
+
+    def _split_parameter_ids(self) -> set:
+        """ids of the parameters that are one rank's block of a larger tensor: those a Megatron
+        layer lists in its `tensor_parallel_axes` (the others are replicated over the tp group)."""
         split = set()
         for _, cell in self.cells_and_names():
             for attr in getattr(type(cell), "tensor_parallel_axes", {}):
                 p = getattr(cell, attr, None)
                 if p is not None:
                     split.add(id(p))
-        return [p for p in self.trainable_params() if id(p) not in split]
+        return split
 
     def grad_reducer(self, parameters):
         """A ParallelGradReducer for `parameters` (usually optimizer.parameters): what to apply to
         value_and_grad(model.loss, ...)'s gradients before the optimizer step."""
         return ParallelGradReducer(self, parameters)
+
+    # gradient clipping -----------------------------------------------------------------------------
+    def global_grad_norm(self, grads, parameters=None) -> Tensor:
+        """The whole (single-process) model's global L2 norm of `grads`, one per `parameters`
+        (default `trainable_params()`), on every rank. Collective over the tensor-parallel group.
+
+        A per-rank `sqrt(sum ||g||^2)` is not that norm: a split parameter's gradient is spread
+        over the tp ranks (its squares must be summed over them), while a replicated parameter's
+        gradient is the same whole tensor on every tp rank (summing it would count it tp times).
+        Megatron's rule: each rank sums the squares of its blocks of the split parameters
+        (`tensor_parallel_axes`), only tp rank 0 adds the replicated ones, and one all-reduce (a
+        single number) over the tp group gives the squared norm. Pass the gradients AFTER
+        `grad_reducer` (sequence-parallel partial sums completed, data-parallel mean taken): they
+        are then the same on every data-parallel replica, so the tp group's sum is the model's.
+        float64 gradients give a float64 norm (float32 at least)."""
+        op = "TensorParallelLlama.global_grad_norm"
+        params = self._check_grads(op, grads, parameters)
+        split = self._split_parameter_ids()
+        mine = [g for p, g in zip(params, grads) if id(p) in split]
+        if self.tp_rank == 0:                     # the replicated ones, counted once
+            mine += [g for p, g in zip(params, grads) if id(p) not in split]
+        local = sum_of_squares(mine)
+        if local is None:                         # nothing on this rank: a zero of the norm's dtype
+            local = F.zeros((), sum_of_squares([grads[0]]).dtype)
+        if self.tp_size > 1:
+            local = F.reshape(comm_func.all_reduce(F.reshape(local, (1,)), "sum", self.group)[0], ())
+        return F.sqrt(local)
+
+    def clip_grad_norm(self, grads, clip_norm, parameters=None) -> tuple:
+        """`nn.clip_by_global_norm` with the whole model's norm (`global_grad_norm`): every rank
+        scales its gradients by the same factor clip_norm / max(norm, clip_norm), so the clipped
+        run is the single-process clipped run. Collective over the tensor-parallel group; pass
+        the gradients after `grad_reducer`."""
+        norm = self.global_grad_norm(grads, parameters)
+        return clip_by_global_norm(tuple(grads), clip_norm, use_norm=norm)
+
+    def _check_grads(self, op, grads, parameters):
+        params = list(self.trainable_params() if parameters is None else parameters)
+        if not isinstance(grads, (tuple, list)) or len(grads) != len(params):
+            got = f"{len(grads)} gradients" if isinstance(grads, (tuple, list)) else type(grads).__name__
+            raise OpValueError(op, f"a tuple of {len(params)} gradients (one per parameter)", got)
+        own = {id(p) for _, p in self.parameters_and_names()}
+        for i, (p, g) in enumerate(zip(params, grads)):
+            if id(p) not in own:
+                raise OpValueError(op, "parameters of this model (the optimizer's parameters)",
+                                   f"'{getattr(p, 'name', type(p).__name__)}' at position {i}")
+            if not isinstance(g, Tensor) or tuple(g.shape) != tuple(p.shape):
+                raise OpValueError(op, f"the gradient of '{p.name}' with this rank's shape {tuple(p.shape)}",
+                                   f"{type(g).__name__} of shape {tuple(getattr(g, 'shape', ()))}")
+        return params
 
     # caches, checkpoints ---------------------------------------------------------------------------
     def new_paged_cache(self, num_blocks: int, block_size: int = 16, enable_prefix_caching: bool = True,

@@ -16,13 +16,21 @@ from ..common.tensor import Tensor
 from ..ops import functional as F
 
 
-def _global_norm(xs):
+def sum_of_squares(xs):
+    """sum_i ||x_i||^2 over the tensors `xs` (a 0-d Tensor, float32 or wider: half-precision
+    tensors are squared in float32). The squared global norm before its square root: a
+    distributed norm sums these over the ranks that hold different pieces of the model
+    (llm/tensor_parallel.py `global_grad_norm`). None for an empty `xs`."""
     total = None
     for x in xs:
         x32 = x if x.dtype.kind == "float" and x.itemsize >= 4 else F.cast(x, "float32")
         sq = F.sum(x32 * x32)
         total = sq if total is None else total + sq
-    return F.sqrt(total)
+    return total
+
+
+def _global_norm(xs):
+    return F.sqrt(sum_of_squares(xs))
 
 
 def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
@@ -56,7 +64,10 @@ def clip_by_global_norm(x, clip_norm=1.0, use_norm=None):
     if use_norm is None:
         norm = _global_norm(x)
     elif isinstance(use_norm, Tensor):
-        norm = F.cast(F.reshape(use_norm, ()), "float32")
+        # a float64 norm (of float64 gradients, e.g. a distributed one) keeps its precision
+        norm = F.reshape(use_norm, ())
+        if not (norm.dtype.is_floating and norm.dtype.itemsize >= 4):
+            norm = F.cast(norm, "float32")
     elif isinstance(use_norm, numbers.Real) and not isinstance(use_norm, bool):
         norm = Tensor(float(use_norm))
     else:

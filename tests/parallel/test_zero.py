@@ -48,7 +48,7 @@ def run_worker(n, scenarios, out_dir, timeout=150):
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    return run_worker(2, ["mlp", "mlp32", "llama", "memory", "optout", "ckpt", "model", "graph"],
+    return run_worker(2, ["mlp", "mlp32", "llama", "memory", "optout", "ckpt", "model", "graph", "direct", "overlap"],
                       tmp_path_factory.mktemp("zero2"))
 
 
@@ -108,6 +108,45 @@ def test_model_train_and_graph_mode(two_ranks, level):
         assert r[f"model_{level}"]["param_err"] < 1e-12
     if level != "level3":            # GRAPH_MODE: level1/2 (level3 is refused there, tested below)
         _check_equal(two_ranks, f"graph_{level}", 1e-12)
+
+
+@needs_mpi
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("form", ["direct", "direct_gathered"])
+def test_direct_value_and_grad_of_a_method_matches_single_process(two_ranks, level, form):
+    """`value_and_grad(model.loss)` on the tiny LLaMA (Llama's own hook does not run; the head
+    weight is read by a method), plain or inside `zero.gathered()`, then `zero(grads)`: 20
+    steps equal one process on the global batch."""
+    for r in two_ranks:
+        res = r[f"{form}_{level}"]
+        assert res["loss_rel"] < 1e-12, res["loss_rel"]
+        assert res["param_err"] < 1e-12, res["param_err"]
+        assert res["replica_err"] == 0.0
+        assert res["last_loss"] < res["first_loss"]
+        assert "model.output.weight" in res["sharded"]          # the weight hidden_to_logits reads itself
+        if level == "level3":                               # between steps: every parameter a shard
+            assert res["shapes_between"] == [[math.ceil(math.prod(s) / 2)] for s in res["full_shapes"]]
+        else:
+            assert res["shapes_between"] == res["full_shapes"]
+
+
+@needs_mpi
+@pytest.mark.parametrize("level", ["level2", "level3"])
+@pytest.mark.parametrize("form", ["overlap", "overlap_rescaled"])
+def test_reduce_scatter_buckets_started_during_backward_change_nothing(two_ranks, level, form):
+    """One bucket per parameter, each reduce-scatter started (non-blocking) when the tape reports
+    its gradients final: the same parameters as reducing the same buckets after backward, and
+    the single-process ones. Rescaled gradients (changed after backward) redo every bucket."""
+    for r in two_ranks:
+        res = r[f"{form}_{level}"]
+        assert res["vs_blocking"] == 0.0
+        assert res["param_err"] < 1e-12
+        k = len(res["buckets"])
+        # reverse parameter order, one parameter each (1e-4 MB = 104 bytes < every weight)
+        assert res["buckets"] == [[name] for name in ("4.bias", "4.weight", "2.bias", "2.weight", "0.bias",
+                                                      "0.weight")]
+        assert res["started_in_backward"] == [k] * 20      # every bucket started before zero(grads)
+        assert res["calls"] == [2 * k if form == "overlap_rescaled" else k] * 20
 
 
 # ---- memory: the ZeRO table with the padding rule, exact bytes ---------------------------------
@@ -346,10 +385,10 @@ def test_checkpoint_strategy_mismatch_is_refused(tmp_path):
     step.parallel_optimizer.check_checkpoint(ms.load_checkpoint(path))
 
 
-def test_level3_gathers_lazily_block_by_block():
-    """After the first step (which learns which cells' hooks fire), each block's weights are
-    gathered when that block starts: one all-gather per block, and the second block's weights are
-    still shards while the first block runs."""
+def test_level3_gathers_every_parameter_at_the_start_of_the_step():
+    """The network's pre-hook gathers all sharded parameters at once (one all-gather per dtype),
+    so a cell's forward sees every weight whole, however the network reaches it; after backward
+    they are shards again."""
     from minispore.ops.prims import comm as comm_prims
     ms.reset_auto_parallel_context()
     _zero("level3")
@@ -361,10 +400,97 @@ def test_level3_gathers_lazily_block_by_block():
     block1.register_forward_pre_hook(lambda cell, inputs: seen.append(("block1", block2[0].weight.shape)))
     step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.AdamWeightDecay(net.trainable_params(), 0.01))
     x, y = ms.Tensor(np.ones((2, 6))), ms.Tensor(np.zeros((2, 3)))
-    step(x, y)                      # first step: the network's hook gathers everything
-    seen.clear()
-    comm_prims.reset_comm_bytes()
-    step(x, y)
-    assert seen == [("block1", (24,))]               # block2's weight: still its (chunk,) shard
-    assert comm_prims.comm_bytes()["all_gather"]["calls"] == 2
-    assert block2[0].weight.shape == (24,)           # released again after backward
+    for _ in range(2):
+        seen.clear()
+        comm_prims.reset_comm_bytes()
+        step(x, y)
+        assert seen == [("block1", (3, 8))]                 # block2's weight already whole
+        assert comm_prims.comm_bytes()["all_gather"]["calls"] == 1
+        assert block2[0].weight.shape == (24,)               # released again after backward
+
+
+class _MethodNet(nn.Cell):
+    """A network whose loss is a method reading a child's weight directly (as Llama.loss and
+    Llama.hidden_to_logits do): no Cell pre-hook runs for it."""
+
+    def __init__(self):
+        super().__init__()
+        ms.set_seed(11)
+        self.body = nn.Dense(6, 5, dtype=ms.float64)
+        self.head = nn.Dense(5, 3, has_bias=False, dtype=ms.float64)
+
+    def loss(self, x, y):
+        h = ms.ops.tanh(self.body(x))
+        out = ms.ops.matmul(h, ms.ops.transpose(self.head.weight, (1, 0)))
+        return ms.ops.mean((out - y) ** 2)
+
+
+def _method_run(level, steps=3):
+    net = _MethodNet()
+    opt = nn.AdamWeightDecay(net.trainable_params(), 0.01, weight_decay=0.1)
+    grad_fn = ms.value_and_grad(net.loss, None, opt.parameters)
+    zero = None if level is None else ParallelOptimizer(opt, network=net, level=level, threshold=0)
+    g = np.random.default_rng(2)
+    x, y = ms.Tensor(g.standard_normal((4, 6))), ms.Tensor(g.standard_normal((4, 3)))
+    losses = []
+    for _ in range(steps):
+        if zero is None:
+            loss, grads = grad_fn(x, y)
+            opt(grads)
+        else:
+            with zero.gathered():
+                assert net.head.weight.shape == (3, 5)
+                loss, grads = grad_fn(x, y)
+            if level == "level3":
+                assert net.head.weight.shape == (15,)       # released right after backward
+            zero(grads)
+        losses.append(float(loss.asnumpy()))
+    if zero is not None:
+        zero.gather_parameters()
+    return losses, [p.asnumpy().copy() for p in net.trainable_params()], zero, grad_fn, (x, y)
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_hand_written_step_of_a_method_is_plain_training_on_one_rank(level):
+    ref_losses, ref_params, _, _, _ = _method_run(None)
+    losses, params, zero, _, _ = _method_run(level)
+    assert losses == ref_losses
+    for a, b in zip(params, ref_params):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("level", ["level2", "level3"])
+def test_overlap_backward_on_one_rank_is_plain_training(level):
+    ref_losses, ref_params, _, _, _ = _method_run(None)
+    net = _MethodNet()
+    opt = nn.AdamWeightDecay(net.trainable_params(), 0.01, weight_decay=0.1)
+    zero = ParallelOptimizer(opt, network=net, level=level, threshold=0, bucket_mb=1e-4)
+    assert [[s.param.name for s in b] for b in zero.buckets] == [["head.weight"], ["body.bias"], ["body.weight"]]
+    grad_fn = ms.value_and_grad(net.loss, None, opt.parameters)
+    g = np.random.default_rng(2)
+    x, y = ms.Tensor(g.standard_normal((4, 6))), ms.Tensor(g.standard_normal((4, 3)))
+    losses = []
+    for _ in range(3):
+        with zero.gathered(), zero.overlap_backward():
+            loss, grads = grad_fn(x, y)
+        zero(grads)
+        losses.append(float(loss.asnumpy()))
+    zero.gather_parameters()
+    assert losses == ref_losses
+    for p, want in zip(net.trainable_params(), ref_params):
+        np.testing.assert_array_equal(p.asnumpy(), want)
+    with pytest.raises(OpValueError, match="bucket_mb"):
+        ParallelOptimizer(opt, network=net, level=level, bucket_mb=0)
+
+
+def test_level3_step_whose_forward_ran_on_shards_is_refused():
+    _, _, zero, grad_fn, (x, y) = _method_run("level3", steps=1)
+    zero.release_parameters()
+    assert [tuple(s.param.shape) for s in zero.slots] == [(30,), (5,), (15,)]
+    fake = tuple(ms.Tensor(np.zeros(s.shape)) for s in zero.slots)
+    with pytest.raises(OpValueError, match="gathered"):
+        zero(fake)
+    with zero.gathered():                                    # the documented way works again
+        _, grads = grad_fn(x, y)
+    zero(grads)
+    assert zero.slots[2].param.shape == (15,)

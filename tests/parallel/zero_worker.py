@@ -7,6 +7,7 @@ is the mean of the ranks' local losses) and every parameter after the steps. flo
 "equal" mean ~1e-13 (the only difference is the order of the gradient sum across ranks);
 float32 runs are checked at 1e-5.
 """
+import contextlib
 import json
 import os
 import sys
@@ -43,13 +44,13 @@ def mlp(dtype, opt_out=False):
 class TinyLlamaLoss(nn.Cell):
     """A one-layer LLaMA (GQA, RoPE, SwiGLU) returning its mean next-token cross-entropy."""
 
-    def __init__(self, dtype):
+    def __init__(self, dtype, tie_embeddings=True):
         super().__init__()
         from minispore.llm.config import LlamaConfig
         from minispore.llm.model import Llama
         ms.set_seed(5)
         self.model = Llama(LlamaConfig(vocab_size=16, dim=16, n_layers=1, n_heads=2, n_kv_heads=1,
-                                       max_seq_len=8, multiple_of=8))
+                                       max_seq_len=8, multiple_of=8, tie_embeddings=tie_embeddings))
         for p in self.model.trainable_params():
             p.set_dtype(dtype)
 
@@ -121,6 +122,89 @@ def compare(comm, make_net, kind, data, n, rank, level, threshold=0):
             "first_loss": ref_losses[0], "last_loss": ref_losses[-1],
             "sharded": step.parallel_optimizer.sharded_parameters(),
             "memory": step.parallel_optimizer.memory_report()}
+
+
+def direct_step(comm, n, rank, level, explicit):
+    """A hand-written step on the tiny LLaMA: `value_and_grad(model.loss)` (a method: Llama's own
+    hook does not run, and hidden_to_logits reads output.weight itself), inside `zero.gathered()`
+    when `explicit` (else the embedding's pre-hook starts the step), then the ZeRO update -
+    against the same loop on one process on the global batch."""
+    from minispore.nn.optim.parallel_optimizer import ParallelOptimizer
+    data = llama_data(n)
+
+    def run(zero_level):
+        ms.reset_auto_parallel_context()
+        model = TinyLlamaLoss(ms.float64, tie_embeddings=False).model   # its own output head
+        opt = make_optimizer("mint_adamw", model.trainable_params())
+        grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
+        zero = None if zero_level is None else ParallelOptimizer(opt, network=model, level=zero_level, mean=True,
+                                                                 threshold=0,
+                                                                 degree=n)
+        losses, shapes_between = [], None
+        for x, y in batches(data, n, rank, local=zero is not None):
+            if zero is None:
+                loss, grads = grad_fn(x, y)
+                opt(grads)
+            else:
+                with zero.gathered() if explicit else contextlib.nullcontext():
+                    loss, grads = grad_fn(x, y)
+                zero(grads)
+                shapes_between = [list(p.shape) for p in model.trainable_params()]
+            losses.append(float(loss.asnumpy()))
+        if zero is not None:
+            zero.gather_parameters()
+        return losses, [p.asnumpy().copy() for p in model.trainable_params()], shapes_between, zero
+
+    ref_losses, ref_params, _, _ = run(None)
+    losses, got, between, zero = run(level)
+    global_losses = np.mean(comm.allgather(np.array(losses)), axis=0)
+    replicas = comm.allgather(got)
+    return {"loss_rel": float(np.max(np.abs(global_losses - ref_losses) / np.abs(ref_losses))),
+            "param_err": float(max(np.max(np.abs(a - b)) for a, b in zip(got, ref_params))),
+            "replica_err": float(max(np.max(np.abs(a - b)) for r in replicas for a, b in zip(r, got))),
+            "first_loss": ref_losses[0], "last_loss": ref_losses[-1],
+            "shapes_between": between, "full_shapes": [list(p.shape) for p in ref_params],
+            "sharded": zero.sharded_parameters()}
+
+
+def overlap_step(comm, n, rank, level, rescale):
+    """Hand-written steps on the float64 MLP with the reduce-scatter buckets started during
+    backward (`zero.overlap_backward()`, one bucket per parameter): equal to the same buckets
+    reduced after backward, and to one process. `rescale`: the gradients are halved between
+    backward and the update, so every bucket started during backward must be redone."""
+    from minispore.nn.optim.parallel_optimizer import ParallelOptimizer
+    data = make_data(LOCAL_BATCH * n * 5)
+
+    def run(zero_level, overlap):
+        ms.reset_auto_parallel_context()
+        net = mlp(ms.float64)
+        opt = make_optimizer("adamw", net.trainable_params())
+        grad_fn = ms.value_and_grad(net, None, opt.parameters)
+        zero = None if zero_level is None else ParallelOptimizer(opt, network=net, level=zero_level, mean=True,
+                                                                 degree=n, threshold=0, bucket_mb=1e-4)
+        started, calls = [], []
+        for x, y in batches(data, n, rank, local=zero is not None):
+            if zero is None:
+                _, grads = grad_fn(x, y)
+                opt(tuple(g * 0.5 for g in grads) if rescale else grads)
+                continue
+            comm_prims.reset_comm_bytes()
+            with zero.gathered(), (zero.overlap_backward() if overlap else contextlib.nullcontext()):
+                _, grads = grad_fn(x, y)
+            started.append(comm_prims.comm_bytes().get("reduce_scatter", {}).get("calls", 0))
+            zero(tuple(g * 0.5 for g in grads) if rescale else grads)
+            calls.append(comm_prims.comm_bytes()["reduce_scatter"]["calls"])
+        if zero is not None:
+            zero.gather_parameters()
+        return [p.asnumpy().copy() for p in net.trainable_params()], started, calls, zero
+
+    ref, _, _, _ = run(None, False)
+    blocking, _, _, _ = run(level, False)
+    got, started, calls, zero = run(level, True)
+    return {"vs_blocking": float(max(np.max(np.abs(a - b)) for a, b in zip(got, blocking))),
+            "param_err": float(max(np.max(np.abs(a - b)) for a, b in zip(got, ref))),
+            "buckets": [[s.param.name for s in b] for b in zero.buckets],
+            "started_in_backward": started, "calls": calls}
 
 
 def llama_data(n):
@@ -237,6 +321,12 @@ def main():
             out[f"ckpt_{level}"] = checkpoint_resume(comm, n, rank, level, folder)
         if "model" in scenarios:
             out[f"model_{level}"] = model_train(comm, n, rank, level)
+        if "overlap" in scenarios and level != "level1":
+            out[f"overlap_{level}"] = overlap_step(comm, n, rank, level, rescale=False)
+            out[f"overlap_rescaled_{level}"] = overlap_step(comm, n, rank, level, rescale=True)
+        if "direct" in scenarios:
+            out[f"direct_{level}"] = direct_step(comm, n, rank, level, explicit=False)
+            out[f"direct_gathered_{level}"] = direct_step(comm, n, rank, level, explicit=True)
     if "graph" in scenarios:        # GRAPH_MODE: the ParallelOptimizer runs as a host call after the graph
         ms.set_context(mode=ms.GRAPH_MODE)
         try:

@@ -24,13 +24,32 @@ parallel in data-parallel mode.
 * **level2** (ZeRO-2, P_os+g): as level1, but the gradients are reduce-scattered instead of
   all-reduced: after the reduction a rank holds only its gradient shard.
 * **level3** (ZeRO-3, P_os+g+p): as level2, and the parameters themselves are stored sharded
-  between steps. A parameter is all-gathered lazily, by a forward pre-hook on the cell that owns
-  it and on that cell's parent (a cell may read its child's weight directly, as Llama's output
-  head does), whichever starts first; it is used by forward and backward and released (back to
-  the shard) after backward, before the update. A cell run through a method rather than a call
-  (`self.model.loss(...)`) runs no hooks, so the network's own pre-hook gathers, in the first
-  step, every parameter, and afterwards those whose cell hooks did not fire in the first step.
-  Outside the training step, `gather_parameters()` makes the weights whole. PyNative only (the
+  between steps. At the start of a step every sharded parameter is all-gathered (one all-gather
+  per dtype), forward and backward use the whole weights, and after backward they are released
+  (back to the shard) before the update. The step starts at the forward pre-hook of whichever
+  Cell of the network runs first (each Cell carries one; after the first they only test a flag),
+  so TrainOneStepCell, Model.train, a call of any sub-cell and a hand-written
+  `value_and_grad(model.loss, ...)` all gather - `Llama.loss` is a method (no hook of Llama
+  itself runs) and `hidden_to_logits` reads `self.output.weight` directly, but its embedding is a
+  Cell called first. A step whose first read of a weight is not through a Cell call states it
+  with `gathered()`, which needs no hook at all:
+
+      zero = ParallelOptimizer(opt, network=model, level="level3")
+      grad_fn = ms.value_and_grad(model.loss, None, opt.parameters)
+      with zero.gathered():                  # whole weights for forward + backward
+          loss, grads = grad_fn(x, y)
+      zero(grads)                            # reduce-scatter, update the shards
+
+  Everything is gathered at once, so it does not matter which Cell or method later reads which
+  weight (no per-cell bookkeeping that a method call could bypass); `zero(grads)` refuses a step
+  in which nothing gathered. A forward outside a step (evaluation) gathers too; the weights then
+  stay whole until the next step's update.
+  Memory, honestly: the autodiff tape keeps the gathered arrays it saved in forward until
+  backward ends, so at the peak of backward a rank holds (nearly) every whole weight, as it would
+  with per-layer gathering (which would also need a second gather in backward to do better).
+  level3 here saves parameter memory between steps and during the update, not at the peak.
+  Outside the training step, `gather_parameters()` makes the weights whole (released by the next
+  step); `release_parameters()` returns them to the shards. PyNative only (the network's
   pre-hooks do not run inside compiled graphs): GRAPH_MODE with level3 is refused.
 
 A parameter stays replicated (plain data parallelism: all-reduced gradient, full state, full
@@ -64,15 +83,23 @@ handed to the optimizer), so a test of it against the table checks the implement
 
     level1  all_reduce of Ψ (2(N-1)Ψb summed over ranks)   + all_gather (N-1)Cb
     level2  reduce_scatter (N-1)Cb                         + all_gather (N-1)Cb
-    level3  all_gather (N-1)Cb in forward (one per gather unit and dtype) + reduce_scatter (N-1)Cb
+    level3  all_gather (N-1)Cb at the start of the step (one per dtype) + reduce_scatter (N-1)Cb
 
 plus an all-reduce of the replicated parameters' gradients at levels 2 and 3 (all of them at
 level1). So level1 moves about 3Ψ per rank (the all-reduce of plain data parallelism, 2Ψ, plus
 the all-gather of the updated parameters) and level2 about 2Ψ, the same as plain data
 parallelism: a ring all-reduce is a reduce-scatter followed by an all-gather, and level2 simply
-runs the optimizer between the two. level3 moves 2Ψ here, not ZeRO-3's 3Ψ: the autodiff tape keeps the gathered arrays it
-saved in forward, so backward needs no second gather (the memory saving of level3 is between
-steps, not at the peak of backward).
+runs the optimizer between the two. level3 moves 2Ψ here, not ZeRO-3's 3Ψ: the autodiff tape
+keeps the gathered arrays it saved in forward, so backward needs no second gather (the memory
+saving of level3 is between steps, not at the peak of backward).
+
+The reduce-scatter runs after backward, one per dtype, unless the step runs inside
+`overlap_backward()` with `bucket_mb` set: then the sharded gradients travel in buckets of at
+most `bucket_mb` MB (filled in reverse parameter order), each reduce-scatter started
+non-blocking as soon as the autodiff tape reports that bucket's gradients final, while backward
+goes on (as nn/wrap_grad_reducer.py does for data parallelism's all-reduce). TrainOneStepCell
+does not enter it (it overlaps only its grad_reducer); a hand-written step does:
+`with zero.gathered(), zero.overlap_backward(): loss, grads = grad_fn(x, y)`.
 
 ## What is reused (no update math here)
 
@@ -100,6 +127,7 @@ written into strategy files.)
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import numbers
@@ -174,8 +202,7 @@ def settings():
 class _Slot:
     """One parameter of the optimizer: where its shard lies and which state buffers it has."""
 
-    __slots__ = ("index", "param", "shape", "numel", "chunk", "sharded", "states", "gathered", "shard", "full",
-                 "reached")
+    __slots__ = ("index", "param", "shape", "numel", "chunk", "sharded", "states", "gathered", "shard", "full")
 
     def __init__(self, index, param, n, sharded, states):
         self.index = index
@@ -188,8 +215,6 @@ class _Slot:
         self.gathered = True                   # level3: False while the storage is the shard
         self.shard = None
         self.full = None
-        self.reached = None                    # level3: None until the first step, then whether a
-                                               # unit hook (not only the network's) fired for it
 
 
 def _take_shard(a: np.ndarray, chunk: int, rank: int) -> np.ndarray:
@@ -211,10 +236,40 @@ def _by_dtype(items, key):
     return groups
 
 
+_NO_GRAD = object()        # overlap: the tape reported no gradient for this parameter (zeros)
+
+
+def _plan_buckets(sharded, bucket_mb):
+    """Lists of same-dtype sharded slots, one reduce-scatter each. None: one bucket per dtype in
+    parameter order. Otherwise buckets of at most `bucket_mb` MB of gradient, filled in REVERSE
+    parameter order (backward produces the last layer's gradients first), never mixing dtypes."""
+    if bucket_mb is None:
+        return list(_by_dtype(sharded, lambda s: s.param._data.dtype).values())
+    limit = float(bucket_mb) * (1 << 20)
+    buckets, run, size = [], [], 0.0
+    for s in reversed(sharded):
+        nbytes = s.numel * s.param._data.itemsize
+        if run and (s.param._data.dtype != run[0].param._data.dtype or size + nbytes > limit):
+            buckets.append(run)
+            run, size = [], 0.0
+        run.append(s)
+        size += nbytes
+    if run:
+        buckets.append(run)
+    return buckets
+
+
 class ParallelOptimizer(Cell):
     """`ParallelOptimizer(optimizer, network=None, level="level1", threshold=64, mean=None,
     degree=None, group=WORLD)`: reduce the gradients, update this rank's slices with
     `optimizer`'s own rule, all-gather. See the module docstring.
+
+    `bucket_mb` (None: one reduce-scatter per dtype) cuts the sharded gradients into buckets
+    of at most that many MB, so that `overlap_backward()` can start them during backward.
+
+    level3: the parameters are gathered at the start of each step by the forward pre-hook of the
+    first Cell of `network` that runs, or by `with zero.gathered():` around a hand-written
+    forward + backward.
 
     Calling it with the gradient tuple (one per `optimizer.parameters`, full shapes) does the
     whole optimizer step and returns the gradients the optimizer was given (a shard for sharded
@@ -226,12 +281,15 @@ class ParallelOptimizer(Cell):
     jit_host_call = True      # graph mode: runs on NumPy after the gradient graph, as a host call
 
     def __init__(self, optimizer, network=None, level="level1", threshold=DEFAULT_THRESHOLD_KB, mean=None,
-                 degree=None, group=process_groups.HCCL_WORLD_COMM_GROUP):
+                 degree=None, group=process_groups.HCCL_WORLD_COMM_GROUP, bucket_mb=None):
         super().__init__(auto_prefix=False)
         if not isinstance(optimizer, Cell) or not hasattr(optimizer, "parameters"):
             raise OpTypeError(_OP, "an optimizer (nn.Optimizer or mint.optim)", type(optimizer).__name__)
         if level not in LEVELS:
             raise OpValueError(_OP, f"'optimizer_level' in {list(LEVELS)}", repr(level))
+        if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, numbers.Real)
+                                      or bucket_mb <= 0):
+            raise OpValueError(_OP, "'bucket_mb' None or a number of MB > 0", repr(bucket_mb))
         if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or threshold < 0:
             raise OpValueError(_OP, "'parallel_optimizer_threshold' a number of KB >= 0", repr(threshold))
         if level == "level3" and not isinstance(network, Cell):
@@ -273,7 +331,11 @@ class ParallelOptimizer(Cell):
         d["rank"] = rank
         d["slots"] = slots
         d["_last_grad_bytes"] = None
+        d["buckets"] = _plan_buckets([s for s in slots if s.sharded], bucket_mb)
+        d["_overlap"] = None                   # the in-flight reduce-scatters of overlap_backward()
         d["_hooks"] = []
+        d["_step_gathered"] = False            # level3: the parameters were whole for this step's forward
+        d["_whole"] = True                     # level3: every sharded parameter is gathered now
         for s in slots:                        # the state is stored sharded from now on
             if s.sharded:
                 for q in s.states:
@@ -285,7 +347,9 @@ class ParallelOptimizer(Cell):
                     s.param._data = _take_shard(s.param._data, s.chunk, rank)
                     s.param._version += 1
                     s.gathered = False
-            self._install_gather_hooks(network)
+            d["_whole"] = not any(s.sharded for s in slots)
+            for _, cell in network.cells_and_names():
+                self._hooks.append(cell.register_forward_pre_hook(self._gather_at_forward))
 
     # -- construction helpers ---------------------------------------------------------------------
     @staticmethod
@@ -302,48 +366,12 @@ class ParallelOptimizer(Cell):
                 found[i].append(q)
         return found
 
-    def _install_gather_hooks(self, network):
-        """level3: a forward pre-hook on the cell one level above each owner of a sharded
-        parameter (the owner itself when it is the root) gathers that parameter."""
-        parent = {}
-        owners = {}
-        for _, cell in network.cells_and_names():
-            for child in cell._cells.values():
-                if child is not None:
-                    parent.setdefault(id(child), cell)
-            for q in cell._params.values():
-                if q is not None:
-                    owners.setdefault(id(q), []).append(cell)
-        units = {}                              # id(cell) -> (cell, [slots])
-        for s in self.slots:
-            if not s.sharded:
-                continue
-            for owner in owners.get(id(s.param), []):
-                for unit in (parent.get(id(owner)), owner):
-                    if unit is not None and unit is not network:
-                        slots = units.setdefault(id(unit), (unit, []))[1]
-                        if s not in slots:
-                            slots.append(s)
-        for unit, slots in units.values():
-            self._hooks.append(unit.register_forward_pre_hook(self._gather_hook(slots)))
-        self._hooks.append(network.register_forward_pre_hook(self._gather_at_root))
-
-    def _gather_hook(self, slots):
-        def gather_before_forward(cell, inputs):
-            for s in slots:
-                s.reached = True
-            todo = [s for s in slots if not s.gathered]
-            if todo:
-                self._gather(todo)
-        return gather_before_forward
-
-    def _gather_at_root(self, cell, inputs):
-        """The network's own pre-hook gathers the parameters no unit hook gathers: all of them in
-        the first step (a cell may be run through a method, `model.loss(...)`, which skips its
-        hooks), afterwards those whose unit hooks did not fire in the first step."""
-        todo = [s for s in self.slots if s.sharded and not s.gathered and (s.reached is not True)]
-        if todo:
-            self._gather(todo)
+    def _gather_at_forward(self, cell, inputs):
+        """level3: the pre-hook of every Cell of the network; the first to run in a step gathers
+        every parameter, the others find them whole."""
+        if not self._whole:
+            self.gather_parameters()
+        self.__dict__["_step_gathered"] = True
 
     # -- collectives ------------------------------------------------------------------------------
     def _all_gather_shards(self, slots, shards):
@@ -376,13 +404,40 @@ class ParallelOptimizer(Cell):
                 s.param._version += 1
                 s.shard = None
                 s.gathered = False
+        if any(s.sharded for s in self.slots):
+            self.__dict__["_whole"] = False
 
     def gather_parameters(self):
-        """level3 (a collective: every rank calls it): gather every sharded parameter now, e.g.
-        before reading the weights outside a forward. They are released after the next backward."""
+        """level3 (a collective: every rank calls it): gather every sharded parameter now (one
+        all-gather per dtype; nothing to do for those already whole). It starts a step (the
+        first Cell's pre-hook calls it) and makes the weights readable outside one (evaluation,
+        inspection); they stay whole until the next step's update or `release_parameters()`."""
         todo = [s for s in self.slots if s.sharded and not s.gathered]
         if todo:
             self._gather(todo)
+        self.__dict__["_whole"] = True
+        self.__dict__["_step_gathered"] = True
+
+    def release_parameters(self):
+        """level3: return every gathered parameter to its (chunk,) shard (no communication); the
+        next step must gather again (a forward through a Cell, or `gathered()`)."""
+        self._release()
+        self.__dict__["_step_gathered"] = False
+
+    @contextlib.contextmanager
+    def gathered(self):
+        """level3: `with zero.gathered(): loss, grads = grad_fn(x, y)` - the parameters are whole
+        inside (forward and backward of a hand-written step, whichever Cells or methods read them)
+        and back to shards after it; then `zero(grads)` updates the shards. At level1/2 (whole
+        parameters always) it does nothing. A collective: every rank enters it."""
+        if self.level != "level3":
+            yield self
+            return
+        self.gather_parameters()
+        try:
+            yield self
+        finally:
+            self._release()
 
     def _scale(self, a):
         if self.mean:
@@ -403,25 +458,123 @@ class ParallelOptimizer(Cell):
                 off += k
         return out
 
-    def _reduce_scatter(self, slots, arrays):
-        """This rank's (chunk,) shard of the summed (and mean) gradient of each slot: one
-        reduce-scatter per dtype over an (n, C) buffer whose row r holds every slot's r-th chunk."""
-        out = {}
+    def _pack_bucket(self, bucket, arrays):
+        """The (n, C_bucket) send buffer of a bucket: row r holds every slot's r-th chunk (zero
+        padded), so one reduce-scatter leaves rank r the r-th chunk of each summed gradient."""
         n = self.ranks
-        for dt, group in _by_dtype(slots, lambda s: arrays[s.index].dtype).items():
-            total = sum(s.chunk for s in group)
-            buf = np.zeros((n, total), dt)
-            off = 0
-            for s in group:
-                padded = np.zeros(n * s.chunk, dt)
-                padded[:s.numel] = arrays[s.index].reshape(-1)
-                buf[:, off:off + s.chunk] = padded.reshape(n, s.chunk)
-                off += s.chunk
-            red = self._scale(comm.start_reduce_scatter(buf.reshape(-1), "sum", self.group).wait())
-            off = 0
-            for s in group:
-                out[s.index] = red[off:off + s.chunk]
-                off += s.chunk
+        buf = np.zeros((n, sum(s.chunk for s in bucket)), arrays[bucket[0].index].dtype)
+        off = 0
+        for s in bucket:
+            flat = np.asarray(arrays[s.index]).reshape(-1)
+            full_rows, rest = divmod(s.numel, s.chunk)
+            buf[:full_rows, off:off + s.chunk] = flat[:full_rows * s.chunk].reshape(full_rows, s.chunk)
+            if rest:
+                buf[full_rows, off:off + rest] = flat[full_rows * s.chunk:]
+            off += s.chunk
+        return buf
+
+    def _unpack_bucket(self, bucket, red, out):
+        red = self._scale(red)
+        off = 0
+        for s in bucket:
+            out[s.index] = red[off:off + s.chunk]
+            off += s.chunk
+
+    def _reduce_scatter(self, arrays):
+        """This rank's (chunk,) shard of the summed (and mean) gradient of every sharded slot: one
+        reduce-scatter per bucket (by default one bucket per dtype)."""
+        out = {}
+        for bucket in self.buckets:
+            buf = self._pack_bucket(bucket, arrays)
+            self._unpack_bucket(bucket, comm.start_reduce_scatter(buf.reshape(-1), "sum", self.group).wait(), out)
+        return out
+
+    # -- overlap: reduce-scatter buckets during backward -----------------------------------------
+    def overlap_backward(self):
+        """A context manager (levels 2 and 3): during the backward passes inside it, each bucket's
+        reduce-scatter starts, non-blocking, as soon as the tape reports its gradients final (the
+        autograd hook nn/wrap_grad_reducer.py uses), while backward goes on with earlier layers:
+
+            with zero.gathered(), zero.overlap_backward():
+                loss, grads = grad_fn(x, y)
+            zero(grads)                      # waits for the buckets in flight, then updates
+
+        Buckets start strictly in bucket order (every rank issues the collectives in the same
+        order). A bucket whose gradients were changed between backward and `zero(grads)` (by
+        clipping, say) is reduced again from the gradients given. Build the optimizer with
+        `bucket_mb` for several buckets: the default one bucket per dtype is complete only when
+        backward ends. At level1 (an all-reduce of everything) it does nothing."""
+        from ...autograd import tape
+        self._drop_overlap()
+        if self.level == "level1" or not self.buckets:
+            return contextlib.nullcontext()
+        where = {s.index: (k, j) for k, bucket in enumerate(self.buckets) for j, s in enumerate(bucket)}
+        state = {"where": where, "packed": [[None] * len(b) for b in self.buckets],
+                 "pending": [len(b) for b in self.buckets], "arrays": {}, "handles": [None] * len(self.buckets),
+                 "next": 0, "index": {id(s.param): s.index for s in self.slots}}
+        self.__dict__["_overlap"] = state
+        return tape.register_grad_ready_hook(self._on_grad_ready)
+
+    def _on_grad_ready(self, tensor, grad):
+        state = self._overlap
+        if state is None:
+            return
+        i = state["index"].get(id(tensor))
+        if i is None or i not in state["where"]:
+            return                               # a replicated parameter: all-reduced in the step
+        k, j = state["where"][i]
+        if state["packed"][k][j] is not None:
+            return
+        s = self.slots[i]
+        state["packed"][k][j] = grad if grad is not None else _NO_GRAD
+        state["arrays"][i] = np.zeros(s.shape, s.param._data.dtype) if grad is None else np.asarray(grad._data)
+        state["pending"][k] -= 1
+        self._start_ready(state)
+        for h in state["handles"]:               # drive MPI's progress on the ones in flight
+            if h is not None:
+                h.test()
+
+    def _start_ready(self, state):
+        """Start, in bucket order, every bucket whose gradients are all there."""
+        while state["next"] < len(self.buckets) and state["pending"][state["next"]] == 0:
+            k = state["next"]
+            buf = self._pack_bucket(self.buckets[k], state["arrays"])
+            state["handles"][k] = comm.start_reduce_scatter(buf.reshape(-1), "sum", self.group, nonblocking=True)
+            state["next"] += 1
+
+    def _drop_overlap(self):
+        """Complete the requests of a step that never reached the update (an exception)."""
+        state = self._overlap
+        if state is not None:
+            for h in state["handles"]:
+                if h is not None:
+                    h.wait()
+            self.__dict__["_overlap"] = None
+
+    def _finish_overlap(self, state, grads, arrays):
+        """The sharded gradients' shards from the buckets started during backward; buckets not
+        complete then are packed now, buckets whose gradients changed since are redone."""
+        self.__dict__["_overlap"] = None
+        stale = []
+        for k, bucket in enumerate(self.buckets):
+            for j, s in enumerate(bucket):
+                got = state["packed"][k][j]
+                if got is None:                  # no hook call (not differentiated here): take it now
+                    state["arrays"][s.index] = arrays[s.index]
+                    state["packed"][k][j] = grads[s.index]
+                    state["pending"][k] -= 1
+                elif got is not grads[s.index] and not (got is _NO_GRAD and not np.any(arrays[s.index])):
+                    if state["handles"][k] is not None:
+                        stale.append(k)
+                    state["arrays"][s.index] = arrays[s.index]
+        self._start_ready(state)
+        out = {}
+        for k, bucket in enumerate(self.buckets):
+            red = state["handles"][k].wait()
+            if k in stale:                       # (the same on every rank: it depends on the program)
+                red = comm.start_reduce_scatter(self._pack_bucket(bucket, arrays).reshape(-1), "sum",
+                                                self.group).wait()
+            self._unpack_bucket(bucket, red, out)
         return out
 
     # -- the step ---------------------------------------------------------------------------------
@@ -430,17 +583,18 @@ class ParallelOptimizer(Cell):
         if not isinstance(grads, (tuple, list)) or len(grads) != len(slots):
             got = f"{len(grads)} gradients" if isinstance(grads, (tuple, list)) else type(grads).__name__
             raise OpValueError(_OP, f"a tuple of {len(slots)} gradients (one per parameter)", got)
+        if self.level == "level3" and not self._step_gathered and any(s.sharded for s in slots):
+            raise OpValueError(_OP, "level3 parameters gathered for this step's forward (call the network "
+                               "itself, as TrainOneStepCell does, or run forward + backward inside "
+                               "`with parallel_optimizer.gathered():`)", "a step whose forward ran on the shards")
         arrays = []
         for s, g in zip(slots, grads):
             if not isinstance(g, Tensor):
                 raise OpTypeError(_OP, "gradients as Tensors", type(g).__name__)
             a = np.asarray(g._data)
             if tuple(a.shape) != s.shape:
-                if s.sharded and not s.gathered and a.size == s.chunk:
-                    a = np.zeros(s.shape, a.dtype)      # level3: a parameter this forward never used
-                else:
-                    raise OpValueError(_OP, f"the gradient of '{s.param.name}' with shape {s.shape}",
-                                       f"shape {tuple(a.shape)}")
+                raise OpValueError(_OP, f"the gradient of '{s.param.name}' with shape {s.shape}",
+                                   f"shape {tuple(a.shape)}")
             arrays.append(a)
         sharded = [s for s in slots if s.sharded]
         replicated = [s.index for s in slots if not s.sharded]
@@ -452,14 +606,14 @@ class ParallelOptimizer(Cell):
             kept = step_grads
         else:
             reduced = self._all_reduce(replicated, arrays) if replicated else {}
-            reduced.update(self._reduce_scatter(sharded, arrays))
+            state = self._overlap
+            reduced.update(self._reduce_scatter(arrays) if state is None else
+                           self._finish_overlap(state, grads, arrays))
             opt_grads = [reduced[s.index] for s in slots]
             kept = opt_grads
         self.__dict__["_last_grad_bytes"] = int(sum(a.nbytes for a in kept))
         if self.level == "level3":
-            for s in sharded:                  # after the first step: which parameters gather lazily
-                if s.reached is None:
-                    s.reached = False
+            self.__dict__["_step_gathered"] = False
             self._release()
             self._optimizer(tuple(_wrap(a) for a in opt_grads))
             return tuple(_wrap(a) for a in opt_grads)
