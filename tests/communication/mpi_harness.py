@@ -25,6 +25,7 @@ the job exits non-zero.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -43,6 +44,25 @@ def mpiexec_path() -> str:
     if not path.exists():
         pytest.skip("no mpiexec next to this Python: install the 'dist' extra (mpi4py, mpich)")
     return str(path)
+
+
+def mpi_available() -> bool:
+    """Whether the `dist` extra is installed (mpi4py, and the mpich wheel's mpiexec next to this Python)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return (Path(sys.executable).parent / "mpiexec").exists()
+
+
+needs_mpi = pytest.mark.skipif(not mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
+
+
+def rank_results(worker, n, out_dir, args, timeout, env=None) -> list:
+    """Run the worker script on `n` ranks (bounded, `check=True`); each rank writes
+    `out_dir/rank_<r>.json`: those dicts, in rank order."""
+    run_mpi(str(worker), n, timeout=timeout, args=args, check=True, env=env)
+    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
 
 
 def _script_file(script, folder) -> str:

@@ -10,7 +10,6 @@
   apply_redistribution leaves, and the comm_bytes() counters equal to the plan's bytes_per_rank.
 """
 import itertools
-import json
 import math
 import sys
 from pathlib import Path
@@ -28,7 +27,7 @@ from minispore.ops.sharding import TensorLayout, local_block
 HERE = Path(__file__).parent
 WORKER = HERE / "redistribution_worker.py"
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402  (tests/communication/mpi_harness.py: bounded mpiexec runs)
+from mpi_harness import rank_results, needs_mpi  # noqa: E402  (tests/communication/mpi_harness.py: bounded mpiexec runs)
 
 L = TensorLayout
 
@@ -333,20 +332,10 @@ def test_bad_input_names_redistribution():
 
 # ------------------------------------------------------------------------------------------------
 # MPI: apply_redistribution on 2 and 4 ranks (the scenarios are listed in the worker)
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return (Path(sys.executable).parent / "mpiexec").exists()
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
 
 
 def run_worker(n, out_dir, timeout=120):
-    run_mpi(str(WORKER), n, timeout=timeout, args=(str(out_dir),), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (str(out_dir),), timeout)
 
 
 @pytest.fixture(scope="module")

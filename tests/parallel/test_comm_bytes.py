@@ -14,7 +14,6 @@ Covered: DP 2/4 (one 64 MB bucket, small buckets with the overlap hook, unfused 
 head variants), dp2 x tp2 (with SP; with float32 and small buckets), ZeRO levels 1-3 (with and
 without a threshold). Then single-process checks of the predictor itself.
 """
-import json
 import sys
 from pathlib import Path
 
@@ -27,7 +26,7 @@ from minispore.llm.parallel_plan import ParallelStrategy, dp_buckets, minispore_
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "communication"))
 sys.path.insert(0, str(HERE))
-from mpi_harness import run_mpi  # noqa: E402
+from mpi_harness import rank_results  # noqa: E402
 
 import resume_worker as rw  # noqa: E402
 
@@ -41,8 +40,7 @@ FOUR = ["tp1dp4", "tp4dp1", "tp4dp1,sp,vocab_emb_dp", "tp2dp2", "tp2dp2,sp", "tp
 
 
 def run_worker(n, scenarios, out_dir):
-    run_mpi(WORKER, n, timeout=240, env=ENV, args=(out_dir, *scenarios), check=True)
-    return [json.loads(Path(out_dir, f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (out_dir, *scenarios), 240, env=ENV)
 
 
 @pytest.fixture(scope="module")

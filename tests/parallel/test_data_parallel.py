@@ -7,7 +7,6 @@ compares its data-parallel run (a 3-layer MLP, a conv net, a one-layer LLaMA; Mo
 TrainOneStepCell, Model.train, sens, GRAPH_MODE) with the single-process run on the same global
 batch (see the worker's docstring for why float64).
 """
-import json
 import sys
 from pathlib import Path
 
@@ -23,24 +22,14 @@ from minispore.nn.wrap_grad_reducer import plan_buckets
 HERE = Path(__file__).parent
 WORKER = HERE / "dp_worker.py"
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402  (tests/communication/mpi_harness.py: bounded mpiexec runs)
+from mpi_harness import rank_results, needs_mpi  # noqa: E402  (tests/communication/mpi_harness.py: bounded mpiexec runs)
 
 
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return (Path(sys.executable).parent / "mpiexec").exists()
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
 
 
 def run_worker(n, scenarios, out_dir, timeout=90):
     """Run the worker on n ranks (bounded; a hang fails the test); one result dict per rank."""
-    run_mpi(str(WORKER), n, timeout=timeout, args=(",".join(scenarios), out_dir), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(scenarios), out_dir), timeout)
 
 
 @pytest.fixture(scope="module")

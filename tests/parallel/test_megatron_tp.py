@@ -24,14 +24,13 @@ from minispore.parallel.megatron import (ColumnParallelDense, RowParallelDense, 
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import mpiexec_path, run_job, run_mpi  # noqa: E402
+from mpi_harness import mpiexec_path, run_job, rank_results  # noqa: E402
 
 WORKER = HERE / "tp_worker.py"
 
 
 def run_worker(n, scenarios, out_dir, timeout=120):
-    run_mpi(str(WORKER), n, timeout=timeout, args=(",".join(scenarios), str(out_dir)), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(scenarios), str(out_dir)), timeout)
 
 
 @pytest.fixture(scope="module")

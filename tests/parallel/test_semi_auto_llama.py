@@ -13,7 +13,6 @@ partitions it.
   a reduce-scatter after the row-parallel one instead, the same ring bytes - in the units of the
   PyNative version's own count, llm/parallel_plan.py `minispore_step_comm`.
 """
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -34,7 +33,7 @@ from minispore.llm.shard_strategies import shard_llama
 HERE = Path(__file__).parent
 WORKER = HERE / "semi_auto_llama_worker.py"
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402
+from mpi_harness import rank_results, needs_mpi  # noqa: E402
 
 CONFIG = dict(vocab_size=16, dim=32, n_layers=2, n_heads=8, n_kv_heads=4, max_seq_len=8, ffn_dim=64,
               tie_embeddings=False)
@@ -42,20 +41,11 @@ BATCH, SEQ = 2, 8                                # (planning: 16 tokens, so no a
 X = BATCH * SEQ * CONFIG["dim"] * 8             # bytes of one (tokens, dim) float64 activation
 
 
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return (Path(sys.executable).parent / "mpiexec").exists()
-
-
-mpi = pytest.mark.skipif(not _mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
+mpi = needs_mpi
 
 
 def run_worker(n, cases, out_dir):
-    run_mpi(str(WORKER), n, timeout=240, args=(",".join(cases), out_dir), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(cases), out_dir), 240)
 
 
 TWO = ["mp2_vp", "mp2_vdp", "mp2sp_vp", "mp2sp_vdp", "mp2sp_vp_tied"]

@@ -16,7 +16,6 @@ what tensor parallelism does. The gradient reducers (nn.DistributedGradReducer: 
 gradients over tp, the dp mean) run after backward and count their buckets as all_reduce; they
 are measured in a window of their own.
 """
-import json
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from minispore.parallel.megatron import (GatherFromSequenceParallelRegion, Reduc
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402
+from mpi_harness import rank_results  # noqa: E402
 
 WORKER = HERE / "sp_worker.py"
 TWO = ["dp1tp2", "dp1tp2_sp", "dp1tp2_sp_embdp_tied", "dp1tp2_embdp", "dp1tp2_sp_f32", "dp2tp1", "infer"]
@@ -44,8 +43,7 @@ FOUR = ["dp1tp4_sp", "dp2tp2", "dp2tp2_sp", "dp2tp2_sp_embdp_tied", "infer"]
 
 
 def run_worker(n, cases, out_dir, timeout):
-    run_mpi(str(WORKER), n, timeout=timeout, args=(",".join(cases), str(out_dir)), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(cases), str(out_dir)), timeout)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ replicated vocabulary; tp4, dp2 x tp2, dp2 x tp2 with SP and a replicated vocabu
 on every rank, that the distributed norm equals the single-process model's norm computed in
 NumPy float64, and that 10 clipped AdamW steps give the single-process clipped parameters.
 """
-import json
 import sys
 from pathlib import Path
 
@@ -25,26 +24,16 @@ from minispore.nn.clip import clip_by_global_norm, sum_of_squares
 HERE = Path(__file__).parent
 WORKER = HERE / "tp_clip_worker.py"
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402
+from mpi_harness import rank_results, needs_mpi  # noqa: E402
 
 CASES = {2: ["dp1tp2", "dp1tp2_sp_tied", "dp1tp2_embdp"], 4: ["dp1tp4", "dp2tp2", "dp2tp2_sp_embdp"]}
 CLIP = 0.05          # tp_clip_worker.CLIP
 
 
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return (Path(sys.executable).parent / "mpiexec").exists()
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
 
 
 def run_worker(n, out_dir):
-    run_mpi(str(WORKER), n, timeout=240, args=(",".join(CASES[n]), str(out_dir)), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(CASES[n]), str(out_dir)), 240)
 
 
 @pytest.fixture(scope="module")

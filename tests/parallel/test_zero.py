@@ -25,25 +25,15 @@ from minispore.nn.optim.parallel_optimizer import ParallelOptimizer, zero_bytes
 HERE = Path(__file__).parent
 WORKER = HERE / "zero_worker.py"
 sys.path.insert(0, str(HERE.parent / "communication"))
-from mpi_harness import run_mpi  # noqa: E402
+from mpi_harness import rank_results, needs_mpi  # noqa: E402
 
 LEVELS = ("level1", "level2", "level3")
 
 
-def _mpi_available():
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return (Path(sys.executable).parent / "mpiexec").exists()
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_available(), reason="needs the dist extra (mpi4py, mpich)")
 
 
 def run_worker(n, scenarios, out_dir, timeout=150):
-    run_mpi(str(WORKER), n, timeout=timeout, args=(",".join(scenarios), out_dir), check=True)
-    return [json.loads((Path(out_dir) / f"rank_{r}.json").read_text()) for r in range(n)]
+    return rank_results(WORKER, n, out_dir, (",".join(scenarios), out_dir), timeout)
 
 
 @pytest.fixture(scope="module")
