@@ -121,6 +121,24 @@ class Slot:
         return f"Slot({self.index})"
 
 
+def template_slots(template) -> list:
+    """The indices of the Slots in a host call's argument template, in the template's order
+    (nested tuples, lists and dict values)."""
+    out = []
+
+    def walk(t):
+        if isinstance(t, Slot):
+            out.append(t.index)
+        elif isinstance(t, (tuple, list)):
+            for x in t:
+                walk(x)
+        elif isinstance(t, dict):
+            for x in t.values():
+                walk(x)
+    walk(template)
+    return out
+
+
 class Node:
     """One operation: `outputs = op(*inputs, **attrs)`.
 

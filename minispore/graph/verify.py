@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..common.errors import MinisporeRuntimeError
 from ..ops.primitive import AbstractTensor
-from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Slot, Value
+from .ir import CALL, HOST_CALL, IF, OPAQUE, WHILE, Graph, Value, template_slots
 from .printer import format_aval
 
 
@@ -158,18 +158,7 @@ def _check_call(graph, node, all_values):
 
 
 def _check_template(graph, node, template, n_inputs):
-    seen = set()
-
-    def walk(t):
-        if isinstance(t, Slot):
-            seen.add(t.index)
-        elif isinstance(t, (tuple, list)):
-            for x in t:
-                walk(x)
-        elif isinstance(t, dict):
-            for x in t.values():
-                walk(x)
-    walk(template)
+    seen = set(template_slots(template))
     if seen != set(range(n_inputs)):
         _fail(graph, node, f"HostCall template uses slots {sorted(seen)} for {n_inputs} inputs")
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from ...ops import sharding_rules as rules
 from ...ops.primitive import Primitive
 from ...ops.sharding import ShardingResult, TensorLayout
-from ..ir import HOST_CALL, OPAQUE, Slot, Value
+from ..ir import HOST_CALL, OPAQUE, Value, template_slots
 from .strategies import StageDevices, parameter_plan_of, region_outputs, region_requirements, single_layout
 
 
@@ -116,19 +116,7 @@ def _optimizer_layouts(node, capture_by_tensor):
     if params is None:
         return {}
     params = list(params)
-    slots = []
-
-    def walk(t):
-        if isinstance(t, Slot):
-            slots.append(t.index)
-        elif isinstance(t, (tuple, list)):
-            for x in t:
-                walk(x)
-        elif isinstance(t, dict):
-            for x in t.values():
-                walk(x)
-
-    walk(node.attrs.get("template", ()))
+    slots = template_slots(node.attrs.get("template", ()))
     if len(slots) != len(params):
         return {}
     out = {}
