@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numbers
 
+from ..common import context
 from ..common.errors import OpTypeError, OpValueError
 from ..common.tensor import Tensor
 from .cell import Cell
@@ -143,7 +144,20 @@ def _parallel_optimizer_for(train_cell, optimizer, network):
         raise OpValueError("TrainOneStepCell", f"parallel_optimizer_config 'optimizer_weight_shard_size' -1 or "
                            f"the world size {world.size} (sharding over part of the ranks is not implemented)",
                            repr(cfg["shard_size"]))
-    return zero.ParallelOptimizer(optimizer, network, level=cfg["level"], threshold=cfg["threshold"])
+    return zero.ParallelOptimizer(optimizer, network, level=cfg["level"], threshold=cfg["threshold"],
+                                  bucket_mb=_reduce_scatter_bucket_mb())
+
+
+def _reduce_scatter_bucket_mb():
+    """ZeRO's gradient buckets from `comm_fusion`'s "reducescatter" entry, as the DP reducer's come
+    from its "allreduce" one: mode "size" -> buckets of `config` MB, "auto" -> 64 MB (MindSpore's
+    fusion threshold), openstate False -> no fusion (a tiny size: every gradient its own bucket)."""
+    from ..common import auto_parallel_context as apc
+    fusion = apc.get_auto_parallel_context("comm_fusion") or {}
+    if fusion.get("openstate", True) is False:
+        return 1e-9
+    entry = fusion.get("reducescatter") or {"mode": "auto"}
+    return entry["config"] if entry["mode"] == "size" else 64.0
 
 
 class TrainOneStepCell(Cell):
@@ -183,8 +197,15 @@ class TrainOneStepCell(Cell):
 
     def construct(self, *inputs):
         # data parallel: the buckets start their all-reduce during backward (wrap_grad_reducer.py),
-        # unless `sens` will rescale the gradients afterwards (the buckets would be sent twice)
-        overlap = getattr(self.grad_reducer, "overlap_backward", None) if self.sens is None else None
+        # ZeRO their reduce-scatter (PyNative only: a compiled graph's backward reports no
+        # gradient to the tape's hooks), unless `sens` will rescale the gradients afterwards (the
+        # buckets would be sent twice)
+        overlap = getattr(self.grad_reducer, "overlap_backward", None)
+        if self.parallel_optimizer is not None:
+            overlap = (self.parallel_optimizer.overlap_backward
+                       if context.get_context("mode") == context.PYNATIVE_MODE else None)
+        if self.sens is not None:
+            overlap = None
         if overlap is None:
             loss, grads = self._grad_fn(*inputs)
         else:

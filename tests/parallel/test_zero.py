@@ -38,7 +38,8 @@ def run_worker(n, scenarios, out_dir, timeout=150):
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory):
-    return run_worker(2, ["mlp", "mlp32", "llama", "memory", "optout", "ckpt", "model", "graph", "direct", "overlap"],
+    return run_worker(2, ["mlp", "mlp32", "llama", "memory", "optout", "ckpt", "model", "graph", "direct", "overlap",
+                                  "fused"],
                       tmp_path_factory.mktemp("zero2"))
 
 
@@ -137,6 +138,19 @@ def test_reduce_scatter_buckets_started_during_backward_change_nothing(two_ranks
                                                       "0.weight")]
         assert res["started_in_backward"] == [k] * 20      # every bucket started before zero(grads)
         assert res["calls"] == [2 * k if form == "overlap_rescaled" else k] * 20
+
+
+@needs_mpi
+@pytest.mark.parametrize("level", ["level2", "level3"])
+def test_train_one_step_cell_starts_reduce_scatter_buckets_during_backward(two_ranks, level):
+    """TrainOneStepCell sizes ZeRO's buckets from comm_fusion's "reducescatter" entry and starts
+    them during backward: with 1e-4 MB buckets (one per parameter of the 6) all 6 reduce-scatters
+    are in flight before the update begins, and 20 steps still equal one process."""
+    for r in two_ranks:
+        res = r[f"fused_{level}"]
+        assert res["loss_rel"] < 1e-12 and res["param_err"] < 1e-12, res
+        assert res["replica_err"] == 0.0
+        assert res["started_in_backward"] == [6] * 19
 
 
 # ---- memory: the ZeRO table with the padding rule, exact bytes ---------------------------------
@@ -339,6 +353,21 @@ def test_bad_configuration_is_refused():
     net[0].weight.parallel_optimizer = "no"
     with pytest.raises(OpTypeError, match="parallel_optimizer"):
         ParallelOptimizer(nn.Momentum(net.trainable_params(), 0.1, 0.9))
+
+
+def test_state_under_an_unrecognised_name_is_refused():
+    """A per-parameter buffer not named `<state>.<parameter name>` cannot be sharded with its
+    parameter; ZeRO refuses instead of updating a slice against a whole buffer."""
+    net = _mlp()
+
+    class WithShadow(nn.Momentum):
+        pass
+
+    opt = WithShadow(net.trainable_params(), 0.1, 0.9)
+    w = net.trainable_params()[0]
+    opt.shadow = ms.Parameter(np.zeros(w.shape, np.float32), name="shadow_of_first_weight")
+    with pytest.raises(OpValueError, match="shadow_of_first_weight"):
+        ParallelOptimizer(opt)
 
 
 def test_refusals_in_train_one_step_cell():

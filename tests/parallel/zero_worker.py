@@ -71,13 +71,15 @@ def make_optimizer(kind, params):
     raise ValueError(kind)
 
 
-def context(level, threshold=0):
+def context(level, threshold=0, fusion=None):
     ms.reset_auto_parallel_context()
     if level is not None:
         ms.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True,
                                      enable_parallel_optimizer=True,
                                      parallel_optimizer_config={"optimizer_level": level,
                                                                 "parallel_optimizer_threshold": threshold})
+        if fusion is not None:
+            ms.set_auto_parallel_context(comm_fusion=fusion)
 
 
 def batches(data, n, rank, local):
@@ -93,9 +95,9 @@ def batches(data, n, rank, local):
             yield tuple(ms.Tensor(a[lo:lo + rows]) for a in data)
 
 
-def train(make_net, kind, data, n, rank, level, threshold=0, steps=None):
+def train(make_net, kind, data, n, rank, level, threshold=0, fusion=None):
     """STEPS TrainOneStepCell steps; ZeRO at `level` (None: one process on the global batch)."""
-    context(level, threshold)
+    context(level, threshold, fusion)
     net = make_net()
     params = net.trainable_params()
     step = nn.TrainOneStepCell(net, make_optimizer(kind, params))
@@ -107,9 +109,9 @@ def train(make_net, kind, data, n, rank, level, threshold=0, steps=None):
     return losses, [p.asnumpy().copy() for p in params], step
 
 
-def compare(comm, make_net, kind, data, n, rank, level, threshold=0):
+def compare(comm, make_net, kind, data, n, rank, level, threshold=0, fusion=None):
     ref_losses, ref_params, ref_step = train(make_net, kind, data, n, rank, None)
-    losses, got, step = train(make_net, kind, data, n, rank, level, threshold)
+    losses, got, step = train(make_net, kind, data, n, rank, level, threshold, fusion)
     global_losses = np.mean(comm.allgather(np.array(losses)), axis=0)
     replicas = comm.allgather(got)
     ref_state = {q.name: q.asnumpy() for _, q in ref_step.optimizer.parameters_and_names()}
@@ -205,6 +207,30 @@ def overlap_step(comm, n, rank, level, rescale):
             "param_err": float(max(np.max(np.abs(a - b)) for a, b in zip(got, ref))),
             "buckets": [[s.param.name for s in b] for b in zero.buckets],
             "started_in_backward": started, "calls": calls}
+
+
+def fused_train_step(comm, n, rank, level):
+    """TrainOneStepCell with comm_fusion's "reducescatter" buckets of 1e-4 MB (about one per
+    parameter): equal to one process, and how many reduce-scatters had started before the
+    ParallelOptimizer's own update began (i.e. during backward), per step."""
+    from minispore.nn.optim.parallel_optimizer import ParallelOptimizer
+    plain = ParallelOptimizer.construct
+    started = []
+
+    def spy(self, grads):
+        started.append(comm_prims.comm_bytes().get("reduce_scatter", {}).get("calls", 0))
+        comm_prims.reset_comm_bytes()
+        return plain(self, grads)
+
+    ParallelOptimizer.construct = spy
+    try:
+        comm_prims.reset_comm_bytes()
+        res = compare(comm, lambda: mlp(ms.float64), "adamw", make_data(LOCAL_BATCH * n * 5), n, rank, level,
+                      fusion={"reducescatter": {"mode": "size", "config": 1e-4}})
+    finally:
+        ParallelOptimizer.construct = plain
+    res["started_in_backward"] = started[1:]        # the first step's count includes setup traffic
+    return res
 
 
 def llama_data(n):
@@ -324,6 +350,8 @@ def main():
         if "overlap" in scenarios and level != "level1":
             out[f"overlap_{level}"] = overlap_step(comm, n, rank, level, rescale=False)
             out[f"overlap_rescaled_{level}"] = overlap_step(comm, n, rank, level, rescale=True)
+        if "fused" in scenarios and level != "level1":
+            out[f"fused_{level}"] = fused_train_step(comm, n, rank, level)
         if "direct" in scenarios:
             out[f"direct_{level}"] = direct_step(comm, n, rank, level, explicit=False)
             out[f"direct_gathered_{level}"] = direct_step(comm, n, rank, level, explicit=True)

@@ -364,6 +364,14 @@ class ParallelOptimizer(Cell):
             i = index.get(q.name.split(".", 1)[1])
             if i is not None and tuple(q.shape) == tuple(params[i].shape):
                 found[i].append(q)
+        # a per-parameter buffer under another name would stay whole on every rank while its
+        # parameter's slice is updated: refuse rather than train on mismatched halves
+        claimed = own | {id(q) for qs in found for q in qs}
+        shapes = {tuple(p.shape) for p in params}
+        for _, q in optimizer.parameters_and_names():
+            if id(q) not in claimed and q.size > 1 and tuple(q.shape) in shapes:
+                raise OpValueError(_OP, "optimizer state named '<state>.<parameter name>' (so that it can "
+                                   "be sharded with its parameter)", f"'{q.name}' of shape {tuple(q.shape)}")
         return found
 
     def _gather_at_forward(self, cell, inputs):
