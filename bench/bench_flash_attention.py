@@ -70,6 +70,9 @@ def flash(q, k, v, scale, causal, blocks):
 
 def measure(fn, repeats):
     """(peak traced bytes of one call, median seconds over `repeats` untraced calls)."""
+    # one untraced call first: the first call of a process also loads the C kernels (cffi's
+    # module objects, ~1 MiB of Python allocations), which is not memory the call itself needs
+    fn()
     gc.collect()
     tracemalloc.start()
     try:
