@@ -25,6 +25,11 @@ class LlamaConfig:
       keeps the parameter count), scale by `ffn_dim_multiplier`, round up to `multiple_of`.
     * `max_seq_len` is the context length (nanoGPT calls it `block_size`).
     * `tie_embeddings`: the output head reuses the token embedding table (as nanoGPT does).
+    * `num_experts` > 0 makes every block's FFN a mixture of experts (Mixtral-style,
+      nn/layers/moe.py): `moe_top_k` SwiGLU experts of width `hidden_dim` per token out of
+      `num_experts`, each with `capacity_factor` * tokens * top_k / num_experts slots (the rest is
+      dropped); `aux_loss_coef` weights the load-balancing loss and `router_z_loss_coef` the
+      router z-loss in `Llama.loss`. 0 (the default) is the dense FFN.
     """
 
     vocab_size: int = 65
@@ -41,6 +46,11 @@ class LlamaConfig:
     dropout: float = 0.0
     tie_embeddings: bool = True
     init_std: float = 0.02
+    num_experts: int = 0
+    moe_top_k: int = 2
+    capacity_factor: float = 1.25
+    aux_loss_coef: float = 0.01
+    router_z_loss_coef: float = 0.0
 
     def __post_init__(self):
         # Every field is type-checked here because configs arrive from JSON files (a checkpoint's
@@ -76,6 +86,13 @@ class LlamaConfig:
         if not isinstance(self.tie_embeddings, bool):
             # not bool(v): bool("false") is True, and a config must not mean the opposite of what it says
             raise OpValueError("LlamaConfig", "'tie_embeddings' as True or False", repr(self.tie_embeddings))
+        if not isinstance(self.num_experts, numbers.Integral) or isinstance(self.num_experts, bool) \
+                or self.num_experts < 0:
+            raise OpValueError("LlamaConfig", "'num_experts' as an int >= 0 (0: a dense FFN)", repr(self.num_experts))
+        if self.num_experts:
+            from ..nn.layers.moe import check_moe_arguments
+            check_moe_arguments("LlamaConfig", self.num_experts, self.moe_top_k, self.capacity_factor,
+                                self.aux_loss_coef, self.router_z_loss_coef, top_k_name="moe_top_k")
 
     @property
     def head_dim(self) -> int:
@@ -99,7 +116,8 @@ class LlamaConfig:
     def num_params(self) -> int:
         """Parameter count (the tied head is counted once)."""
         d, h, kv = self.dim, self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
-        per_layer = d * h + 2 * d * kv + h * d + 3 * d * self.hidden_dim + 2 * d
+        per_layer = d * h + 2 * d * kv + h * d + 3 * d * self.hidden_dim * max(1, self.num_experts) + 2 * d
+        per_layer += d * self.num_experts               # the MoE router (none when dense)
         head = 0 if self.tie_embeddings else self.vocab_size * d
         return self.vocab_size * d + self.n_layers * per_layer + d + head
 
@@ -138,8 +156,16 @@ class TransformerOpParallelConfig:
       (Korthikanti et al. 2022): all-gather / reduce-scatter instead of all-reduce;
     * `vocab_emb_dp`: the embedding table (and the output head) replicated over the tp group
       (True, MindSpore's default) instead of split along the vocabulary (False);
-    * `pipeline_stage`, `micro_batch_num`: pipeline parallelism; only 1 is accepted where a model
-      is built (llm/tensor_parallel.py) until the pipeline exists.
+    * `pipeline_stage`, `micro_batch_num`: pipeline parallelism, recorded here; the pipeline
+      itself is `nn.PipelineCell` with `parallel/pipeline_llama.py`'s stage assignment (the
+      tensor-parallel model of llm/tensor_parallel.py accepts only 1: pp x tp is not built).
+    * `expert_parallel`: the MoE experts split over groups of this many data-parallel ranks
+      (parallel/expert_parallel.py; AlltoAll dispatch and combine); it must divide data_parallel
+      (the expert groups are carved out of the data-parallel ranks, as in MindFormers).
+    * `fine_grain_interleave`: fine-grained multi-copy parallelism (MindFormers' name): each
+      layer's sequence-parallel rows cut into this many copies, so one copy's all-gather /
+      reduce-scatter travels while another computes (parallel/multi_copy.py); > 1 needs
+      model_parallel > 1 and use_seq_parallel.
 
     dp * tp * pipeline_stage must equal the number of processes where the config is spent.
     Like LlamaConfig it is a plain, JSON-friendly description: `to_dict` / `from_dict` (a yaml
@@ -152,9 +178,11 @@ class TransformerOpParallelConfig:
     micro_batch_num: int = 1
     use_seq_parallel: bool = False
     vocab_emb_dp: bool = True
+    expert_parallel: int = 1
+    fine_grain_interleave: int = 1
 
     def __post_init__(self):
-        for name in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num"):
+        for name in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num", "fine_grain_interleave"):
             v = getattr(self, name)
             if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
                 raise OpValueError("TransformerOpParallelConfig", f"'{name}' as a positive int", repr(v))
@@ -162,6 +190,13 @@ class TransformerOpParallelConfig:
             if not isinstance(getattr(self, name), bool):
                 raise OpValueError("TransformerOpParallelConfig", f"'{name}' as True or False",
                                    repr(getattr(self, name)))
+        if not isinstance(self.expert_parallel, numbers.Integral) or isinstance(self.expert_parallel, bool) \
+                or self.expert_parallel <= 0:
+            raise OpValueError("TransformerOpParallelConfig", "'expert_parallel' as a positive int",
+                               repr(self.expert_parallel))
+        if self.data_parallel % self.expert_parallel:
+            raise OpValueError("TransformerOpParallelConfig", f"'expert_parallel' dividing data_parallel "
+                               f"({self.data_parallel})", f"expert_parallel={self.expert_parallel}")
 
     @property
     def world_size(self) -> int:
@@ -235,6 +270,17 @@ PRESETS = {
         train=dict(batch_size=1, learning_rate=1.5e-4, min_lr=1.5e-5, beta1=0.9, beta2=0.95, weight_decay=0.1,
                    grad_clip=1.0, warmup_iters=2000),
         description="Meta's Llama-2-70B (69.0B parameters, grouped-query attention; for dryrun)"),
+    # Mixtral's recipe (Jiang et al. 2024, "Mixtral of Experts": 8 SwiGLU experts, top-2, grouped-query
+    # attention, rope_theta 1e6, untied head) shrunk to train on a CPU: 4 experts, top-2, with
+    # GShard's capacity factor 1.25 and Switch's load-balancing loss weight 0.01.
+    "llama-moe-tiny": Preset(
+        model=LlamaConfig(vocab_size=65, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=128, max_seq_len=64,
+                          rope_theta=1e6, tie_embeddings=False, num_experts=4, moe_top_k=2, capacity_factor=1.25,
+                          aux_loss_coef=0.01),
+        train=dict(max_iters=2000, batch_size=12, learning_rate=1e-3, min_lr=1e-4, warmup_iters=100,
+                   lr_decay_iters=2000, beta1=0.9, beta2=0.99, weight_decay=0.1, grad_clip=1.0,
+                   eval_interval=250, eval_iters=20, final_eval_iters=200, ckpt_interval=250),
+        description="a Mixtral-style mixture of experts, tiny (4 experts, top-2; 0.23M parameters, 0.13M per token)"),
 }
 
 

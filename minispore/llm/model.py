@@ -137,6 +137,14 @@ class FeedForward(nn.Cell):
         return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))
 
 
+def moe_feed_forward(cfg: LlamaConfig) -> nn.MoE:
+    """The FFN of a block when cfg.num_experts > 0: Mixtral-style top-k routing over SwiGLU experts
+    (nn/layers/moe.py), initialised like FeedForward; its aux loss joins `Llama.loss`."""
+    return nn.MoE(cfg.dim, cfg.hidden_dim, cfg.num_experts, top_k=cfg.moe_top_k, capacity_factor=cfg.capacity_factor,
+                  aux_loss_coef=cfg.aux_loss_coef, router_z_loss_coef=cfg.router_z_loss_coef, init_std=cfg.init_std,
+                  proj_std=cfg.init_std / math.sqrt(2 * cfg.n_layers), dropout=cfg.dropout)
+
+
 class TransformerBlock(nn.Cell):
     """Pre-norm block: x + attention(norm(x)), then + feed_forward(norm(.))."""
 
@@ -145,7 +153,7 @@ class TransformerBlock(nn.Cell):
         self.attention_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         self.attention = Attention(cfg, attention_fn)
         self.ffn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg)
+        self.feed_forward = FeedForward(cfg) if not cfg.num_experts else moe_feed_forward(cfg)
 
     def construct(self, x, batch, rope_q, rope_k, cache=None):
         a = self.attention(self.attention_norm(x), batch, rope_q, rope_k, cache)
@@ -264,9 +272,11 @@ class Llama(nn.Cell):
         return F.reshape(logits, tuple(tokens.shape) + (self.config.vocab_size,))
 
     def loss(self, tokens, targets):
-        """Mean next-token cross-entropy of `tokens` (B, T) against `targets` (B, T)."""
+        """Mean next-token cross-entropy of `tokens` (B, T) against `targets` (B, T); with MoE
+        layers (num_experts > 0) plus their weighted load-balancing (and z-) losses of this forward."""
         logits = self.forward_2d(tokens)
-        return F.cross_entropy(logits, F.reshape(targets, (-1,)))
+        loss = F.cross_entropy(logits, F.reshape(targets, (-1,)))
+        return (loss + nn.moe_auxiliary_loss(self)) if self.config.num_experts else loss
 
     def new_cache(self, capacity: int | None = None, pad=None) -> KVCache:
         """A contiguous KV cache (see kv_cache.KVCache for `capacity` and left-padding `pad`)."""

@@ -250,8 +250,8 @@ def test_parallel_config_fields_and_dict_round_trip():
         TransformerOpParallelConfig(model_parallel=0)
     with pytest.raises(OpValueError, match="use_seq_parallel"):
         TransformerOpParallelConfig(use_seq_parallel="false")
-    with pytest.raises(OpValueError, match="unknown keys \\['expert_parallel'\\]"):
-        TransformerOpParallelConfig.from_dict({"expert_parallel": 2})
+    with pytest.raises(OpValueError, match="unknown keys \\['pipeline_segments'\\]"):
+        TransformerOpParallelConfig.from_dict({"pipeline_segments": 2})
     with pytest.raises(OpTypeError, match="TransformerOpParallelConfig.from_dict"):
         TransformerOpParallelConfig.from_dict([1])
 

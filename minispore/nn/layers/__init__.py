@@ -32,3 +32,5 @@ from .transformer import (MultiheadAttention, Transformer, TransformerDecoder, T
                           TransformerEncoder, TransformerEncoderLayer)
 __all__ += ["MultiheadAttention", "Transformer", "TransformerDecoder", "TransformerDecoderLayer", "TransformerEncoder",
             "TransformerEncoderLayer"]
+from .moe import MoE, SwiGLUExperts, moe_auxiliary_loss, moe_statistics, set_token_groups
+__all__ += ["MoE", "SwiGLUExperts", "moe_auxiliary_loss", "moe_statistics", "set_token_groups"]
