@@ -69,9 +69,8 @@ RULES = [
     (r"mindspore\.train", r"build_searched_strategy|load_distributed_checkpoint|merge_sliced_parameter",
      NOT_YET, "minispore has it as minispore.<name> and minispore.parallel.<name>, not re-exported in "
               "minispore.train"),
-    (ANY, r"PipelineCell|PipelineGradReducer|MicroBatchInterleaved|GradAccumulationCell|merge_pipeline_strategys|"
-          r"sync_pipeline_shared_parameters",
-     NOT_YET, "pipeline parallelism and gradient accumulation (DryRun models pipeline stages; no pipelined training)"),
+    (ANY, r"GradAccumulationCell|merge_pipeline_strategys|sync_pipeline_shared_parameters",
+     NOT_YET, "gradient accumulation and pipeline strategy files (pipelined training itself is nn.PipelineCell)"),
     (ANY, r"TFTCommValue|TrainFaultTolerance|OptTFTWrapper|mindio_preload|set_mindio_server_info|sdc_detect_\w+|"
           r"get_sdc_detect_result|stress_detect|comm_exec_order_check|restore_group_info_list|"
           r"get_ckpt_path_with_strategy|communication_stream",

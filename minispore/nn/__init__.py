@@ -16,13 +16,15 @@ from .optim import __all__ as _optim_all
 from .wrap import ForwardValueAndGrad, TrainOneStepCell, WithEvalCell, WithGradCell, WithLossCell
 from .wrap_loss_scale import DynamicLossScaleUpdateCell, FixedLossScaleUpdateCell, TrainOneStepWithLossScaleCell
 from .wrap_grad_reducer import DistributedGradReducer
+from .wrap_interleave import MicroBatchInterleaved
+from .pipeline import PipelineCell, PipelineGradReducer
 from .clip import clip_by_global_norm
 from ..common.tensor import Parameter, ParameterTuple
 
 __all__ = (["Cell", "CellDict", "CellList", "SequentialCell", "CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
             "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell", "WithEvalCell", "WithLossCell",
             "TrainOneStepWithLossScaleCell", "DynamicLossScaleUpdateCell", "FixedLossScaleUpdateCell", "WithGradCell",
-            "ForwardValueAndGrad", "DistributedGradReducer",
+            "ForwardValueAndGrad", "DistributedGradReducer", "MicroBatchInterleaved", "PipelineCell", "PipelineGradReducer",
             "clip_by_global_norm", "Parameter", "ParameterTuple"] + list(_layers_all) + list(_optim_all)
            + [n for n in _loss_all if n not in ("CrossEntropyLoss", "L1Loss", "LossBase", "MSELoss", "NLLLoss",
                                                "SoftmaxCrossEntropyWithLogits")])

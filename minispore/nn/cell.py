@@ -390,6 +390,22 @@ class Cell:
         from ..graph.parallel.strategies import shard_cell
         return shard_cell(self, in_strategy, out_strategy, parameter_plan)
 
+    @property
+    def pipeline_stage(self):
+        """The pipeline stage this cell runs on (MindSpore's `Cell.pipeline_stage`); -1: not set
+        (it runs with the cell before it). nn.PipelineCell reads it (nn/pipeline.py); with
+        `pipeline_interleave` it is the virtual stage, run by device stage mod pipeline_stages."""
+        return self.__dict__.get("_pipeline_stage", -1)
+
+    @pipeline_stage.setter
+    def pipeline_stage(self, value):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise OpTypeError("Cell.pipeline_stage", "an int", f"{type(value).__name__} {value!r}")
+        if value < 0:
+            raise OpValueError("Cell.pipeline_stage", "a stage >= 0", repr(value))
+        touch()
+        self.__dict__["_pipeline_stage"] = int(value)
+
     def __call__(self, *args, **kwargs):
         # Graph mode (minispore/jit.py `cell_call`): in GRAPH_MODE, or while jit captures a graph,
         # the call is compiled / inlined into the graph / run as a host call. One attribute read.
