@@ -94,6 +94,12 @@ applied to each rank's partial sum before the reduction is the mask of the sum: 
 the masks are not the single-process ones, so equality with one process needs `dropout=0`.
 Sequence parallelism refuses dropout > 0: the ranks' chunks would all draw the same mask
 (Megatron forks a per-rank generator for the sequence-parallel region).
+
+Fine-grained multi-copy (`fine_grain_interleave=2` in the config; needs model_parallel > 1 and
+use_seq_parallel): `loss` runs the layers through parallel/multi_copy.py's MultiCopyDecoder, which
+cuts this rank's sequence-parallel rows into copies and schedules one copy's all-gather /
+reduce-scatter (non-blocking) against the other copy's computation, forward and backward. The
+numbers are the one-copy run's; the communication calls double, their bytes do not change.
 """
 from __future__ import annotations
 
@@ -115,7 +121,8 @@ from ..parallel.megatron import (ColumnParallelDense, CopyToModelParallelRegion,
                                  gathered_parameters, group_info, sequence_chunk, vocab_parallel_cross_entropy)
 from .config import TransformerOpParallelConfig
 from .kv_cache import PagedKVCache
-from .model import Attention, FeedForward, Llama, TransformerBlock, residual_rms_norm
+from ..parallel.multi_copy import MultiCopyDecoder, check_fine_grain_interleave
+from .model import Attention, FeedForward, Llama, TransformerBlock, residual_rms_norm, rope
 
 _OP = "tensor_parallel_llama"
 
@@ -233,6 +240,21 @@ class ParallelAttention(Attention):
         self.attn_dropout = nn.Dropout(p=attention.attn_dropout.p)
         self.resid_dropout = nn.Dropout(p=attention.resid_dropout.p)
 
+    def core(self, q, k, v, batch, rope_q, rope_k):
+        """The part of `construct` between the projections (q, k, v: this rank's heads for all
+        batch * seq rows, (batch, position)-ordered) and wo: rotary embeddings, the causal attention
+        of each head, the heads joined back into rows. Fine-grained multi-copy
+        (parallel/multi_copy.py) runs it ONCE on the copies' joined Q/K/V; the same ops in the
+        same order as Attention.construct (training: no cache)."""
+        n = q.shape[0]
+        seq = n // batch
+        q = rope(F.reshape(q, (batch, seq, self.n_heads, self.head_dim)), *rope_q)
+        k = rope(F.reshape(k, (batch, seq, self.n_kv_heads, self.head_dim)), *rope_k)
+        v = F.reshape(v, (batch, seq, self.n_kv_heads, self.head_dim))
+        q, k, v = (F.transpose(t, (0, 2, 1, 3)) for t in (q, k, v))
+        out = self.attention_fn(q, k, v, causal=True, discard=None, dropout=self.attn_dropout)
+        return F.reshape(F.transpose(out, (0, 2, 1, 3)), (n, self.n_heads * self.head_dim))
+
 
 class ParallelFeedForward(FeedForward):
     """SwiGLU on this rank's hidden units: w1 (gate) and w3 (value) column-parallel, w2
@@ -309,6 +331,11 @@ class TensorParallelLlama(Llama):
             self.dp_group, self.dp_size, self.dp_rank = group_info(_OP, dp_group)
         self.use_seq_parallel = parallel_config.use_seq_parallel
         self.vocab_emb_dp = parallel_config.vocab_emb_dp
+        self.fine_grain_interleave = check_fine_grain_interleave(parallel_config, self.tp_size)
+        if getattr(cfg, "num_experts", 0):
+            # the parallel FFN splits one SwiGLU's columns; experts are split by parallel/expert_parallel.py
+            raise OpValueError(_OP, "LlamaConfig.num_experts = 0 for tensor parallelism (MoE models: "
+                               "minispore.parallel.expert_parallel)", f"num_experts={cfg.num_experts}")
         check_divisible(cfg, self.tp_size, vocab_parallel=not self.vocab_emb_dp)
         if self.use_seq_parallel and cfg.dropout > 0:
             raise OpValueError(_OP, "LlamaConfig.dropout = 0 with use_seq_parallel (every rank's sequence chunk "
@@ -324,6 +351,10 @@ class TensorParallelLlama(Llama):
             self.tok_embeddings = VocabParallelEmbedding(model.tok_embeddings, self.group)
         self.dropout = nn.Dropout(p=model.dropout.p)
         self.layers = nn.CellList([ParallelTransformerBlock(b, self.group) for b in model.layers])
+        # fine-grained multi-copy: the layers' sequence-parallel forward in copies (a plain object,
+        # not a Cell: it reads the layers' own parameters)
+        self.multi_copy = (MultiCopyDecoder(self.layers, self.fine_grain_interleave, self.group)
+                           if self.fine_grain_interleave > 1 else None)
         self.norm = _copy_norm(model.norm)
         if not cfg.tie_embeddings:
             if self.vocab_emb_dp:
@@ -410,8 +441,11 @@ class TensorParallelLlama(Llama):
         cos, sin, cos_q, sin_q = self._constants(h.dtype.np)
         rope_q = (from_numpy(cos_q[:seq]), from_numpy(sin_q[:seq]))              # attention sees all positions
         rope_k = (from_numpy(cos[:seq]), from_numpy(sin[:seq]))
-        for layer in self.layers:
-            h = layer.sequence_parallel_forward(h, batch, rope_q, rope_k)
+        if self.multi_copy is not None:                                            # fine_grain_interleave
+            h = self.multi_copy(h, batch, rope_q, rope_k)
+        else:
+            for layer in self.layers:
+                h = layer.sequence_parallel_forward(h, batch, rope_q, rope_k)
         h = self.norm(h)                                                           # still the chunk
         if self.vocab_emb_dp:
             # every rank the whole vocabulary for its own positions: sum the loss terms, count the rows
