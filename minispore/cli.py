@@ -41,6 +41,8 @@ LAZY_COMMANDS = {
                  "generate text from a trained checkpoint"),
     "dryrun": ("minispore.llm.dryrun_command", "add_dryrun_args", "run_dryrun",
                "predict memory, FLOPs and step time of a LLaMA preset without running it (DryRun)"),
+    "simulate": ("minispore.parallel.simulator.cli", "add_simulate_args", "run_simulate",
+                 "simulate TP+SP LLaMA layers on two streams per rank: hidden communication, 1 vs 2 copies"),
     "run": ("minispore.communication.launcher", "add_run_args", "run_run",
             "run a script on N processes over MPI (msrun's alias: minispore run -n N script.py)"),
 }
