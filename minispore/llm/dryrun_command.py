@@ -4,11 +4,17 @@
     minispore dryrun --model llama-7b --batch 1 --seq 2048 --train --device ascend910b --plot mem.png
     minispore dryrun --model llama-13b --seq 4096 --dtype bfloat16 --device h100 --json report.json
     minispore dryrun --model llama-7b --dp 8 --tp 8 --zero level1 --dtype bfloat16   # a parallel strategy
+    minispore dryrun --model llama-70b --world 1024 --tp 8 --pp 8 --vpp 2 --micro-batches 32 \
+        --seq-parallel --multi-copy 2 --zero level1 --recompute selective --dtype bfloat16 --seq 4096
+    minispore dryrun --model mixtral-8x7b --world 256 --tp 4 --ep 8 --seq-parallel --dtype bfloat16
+    minispore dryrun --model llama-70b --world 1024 --search --plot strategies.png     # which fits, how fast
 
-With any parallel flag (--dp, --tp, --pp, --world-size, --zero, --seq-parallel, ...) the command
-plans a distributed training step instead (minispore.llm.parallel_plan): per-rank memory of
-parameters, gradients, optimizer state and activations, and per-step communication by
-collective, from formulas - for any number of devices, in milliseconds, nothing is built.
+With any parallel flag (--dp, --tp, --pp, --world, --vpp, --ep, --zero, --seq-parallel, ...) the
+command plans a distributed training step instead (minispore.llm.parallel_plan): per-rank memory
+of parameters, gradients, optimizer state and activations, per-step communication by collective
+and link class, bubble, step time and MFU, from formulas - for any number of devices, in
+milliseconds, nothing is built. `--search` plans every dp x tp x pp x ZeRO x recompute
+factorization of --world (minispore.llm.strategy_search) and ranks them.
 
 The model is built under `abstract_parameters()` (no weight memory), captured (forward, or
 forward + backward + AdamW with `--train`), planned and costed; the report goes to stdout.
@@ -36,8 +42,10 @@ from .cli_commands import path_arg
 def add_dryrun_args(parser):
     from ..graph.dryrun.devices import available_devices
     from .config import PRESETS
-    parser.add_argument("--model", default="llama-7b", choices=sorted(PRESETS),
-                        help="LLaMA preset to analyse (default: llama-7b)")
+    from .moe_plan import DRYRUN_MODELS
+    parser.add_argument("--model", default="llama-7b", choices=sorted(set(PRESETS) | set(DRYRUN_MODELS)),
+                        help="LLaMA preset to analyse (default: llama-7b); "
+                             f"{', '.join(sorted(DRYRUN_MODELS))}: MoE geometries for the parallel plan only")
     parser.add_argument("--batch", "--batch-size", dest="batch", type=int, default=1,
                         help="batch size (default: 1); with a parallel strategy, the micro-batch size per "
                              "data-parallel rank")
@@ -49,8 +57,10 @@ def add_dryrun_args(parser):
                         help=f"device profile: one of {', '.join(available_devices())} (default: cpu, "
                              f"calibrated on this machine; h100 with a parallel strategy), or a JSON file "
                              f"of DeviceProfile fields")
-    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"),
-                        help="parameter and activation dtype (default: float32)")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="parameter and activation dtype (default: float32; with --search, mixed precision: "
+                             "bfloat16 compute and weights, float32 gradients, unless --dtype/--param-dtype/"
+                             "--grad-dtype say otherwise)")
     parser.add_argument("--plot", metavar="FILE", default=None, type=path_arg,
                         help="save the memory timeline plot (PNG/SVG)")
     parser.add_argument("--json", metavar="FILE", default=None, type=path_arg,
@@ -68,7 +78,30 @@ def add_parallel_args(parser):
     g.add_argument("--tp", type=int, default=None, help="model_parallel: tensor-parallel size (default: 1)")
     g.add_argument("--pp", type=int, default=None, help="pipeline_stage: pipeline stages (default: 1)")
     g.add_argument("--micro-batches", type=int, default=None, help="micro_batch_num per step (default: 1)")
-    g.add_argument("--world-size", type=int, default=None, help="devices; must equal dp * tp * pp")
+    g.add_argument("--world-size", "--world", dest="world_size", type=int, default=None,
+                   help="devices; must equal dp * tp * pp (with --search: the world to factorize)")
+    g.add_argument("--vpp", type=int, default=None,
+                   help="virtual pipeline stages: model chunks per device, interleaved 1F1B (MindSpore "
+                        "pipeline_interleave; default: 1); needs --micro-batches a multiple of --pp")
+    g.add_argument("--ep", type=int, default=None,
+                   help="expert_parallel: ranks the MoE experts are spread over, dividing --dp (default: 1)")
+    g.add_argument("--experts", type=int, default=None,
+                   help="make the model's feed-forwards MoE with this many SwiGLU experts (default: the model's own)")
+    g.add_argument("--top-k", type=int, default=None, help="with an MoE model: experts per token (default: 2)")
+    g.add_argument("--capacity-factor", type=float, default=None,
+                   help="with an MoE model: expert capacity factor (default: none, no token dropped or padded)")
+    g.add_argument("--multi-copy", type=int, default=None,
+                   help="fine_grain_interleave: copies each TP layer is split into so one copy's TP communication "
+                        "overlaps the other's compute (needs --tp > 1 and --seq-parallel; default: 1)")
+    g.add_argument("--efficiency", type=float, default=None,
+                   help="fraction of the device's matmul peak the compute reaches (default: 1, a lower bound on "
+                        "time); MFU is always against the peak")
+    g.add_argument("--search", action="store_true", default=None,
+                   help="with --world N: plan every dp x tp x pp x --zero x --recompute factorization and print "
+                        "which fit and how fast (--plot FILE draws memory vs MFU; --top rows)")
+    g.add_argument("--global-batch", type=int, default=None,
+                   help="with --search: sequences per step (default: the world size); m = global batch / (dp x "
+                        "--batch)")
     g.add_argument("--seq-parallel", action="store_true", default=None,
                    help="use_seq_parallel: norm/residual regions split along the sequence")
     g.add_argument("--sp-keep-gathered", action="store_true", default=None,
@@ -104,11 +137,30 @@ def add_parallel_args(parser):
 _PARALLEL_FLAGS = ("dp", "tp", "pp", "micro_batches", "world_size", "seq_parallel", "sp_keep_gathered",
                    "vocab_emb_dp", "zero",
                    "zero_threshold", "recompute", "attention", "param_dtype", "grad_dtype", "intra_bw",
-                   "inter_bw", "latency", "devices_per_node", "minispore_step", "rank", "bucket_mb")
+                   "inter_bw", "latency", "devices_per_node", "minispore_step", "rank", "bucket_mb",
+                   "vpp", "ep", "experts", "top_k", "capacity_factor", "multi_copy", "efficiency", "search",
+                   "global_batch")
 
 
 def wants_parallel_plan(args) -> bool:
-    return any(getattr(args, f, None) is not None for f in _PARALLEL_FLAGS)
+    from .moe_plan import DRYRUN_MODELS
+    return getattr(args, "model", None) in DRYRUN_MODELS or \
+        any(getattr(args, f, None) is not None for f in _PARALLEL_FLAGS)
+
+
+def _moe_from_args(args, moe):
+    """The model's MoE spec, or the one --experts / --top-k / --capacity-factor describe."""
+    from ..common.errors import OpValueError
+    from .moe_plan import MoESpec
+    if args.experts is not None:
+        return MoESpec(args.experts, args.top_k or 2, args.capacity_factor)
+    if moe is None:
+        if args.top_k is not None or args.capacity_factor is not None:
+            raise OpValueError("dryrun", "--top-k / --capacity-factor with an MoE model (--experts N)",
+                               f"them on the dense {args.model}")
+        return None
+    return MoESpec(moe.num_experts, args.top_k or moe.top_k,
+                   moe.capacity_factor if args.capacity_factor is None else args.capacity_factor)
 
 
 def _positive_flag(flag, v, allow_zero=False):
@@ -119,17 +171,21 @@ def _positive_flag(flag, v, allow_zero=False):
 
 
 def run_parallel_plan(args) -> int:
-    """`minispore dryrun` with a parallel strategy: the analytic plan of parallel_plan.py."""
+    """`minispore dryrun` with a parallel strategy: the analytic plan of parallel_plan.py (or, with
+    --search, every factorization of --world: strategy_search.py)."""
     import json
     from ..common.errors import OpValueError
     from .comm_cost import LinkModel
-    from .config import get_preset
+    from .moe_plan import dryrun_model
     from .parallel_plan import ParallelStrategy, Precision, plan_parallel
 
     t0 = time.perf_counter()
+    if args.plot and not args.search:
+        raise OpValueError("dryrun", "--plot with a parallel strategy only together with --search (the strategy "
+                                     "plot; there is no timeline: nothing is captured)", f"--plot {args.plot}")
     if args.plot:
-        raise OpValueError("dryrun", "no --plot with a parallel strategy (there is no timeline: nothing is "
-                                     "captured)", f"--plot {args.plot}")
+        check_output_file(args.plot, "--plot")
+        _check_plotting(args.plot)
     if args.json:
         check_output_file(args.json, "--json")
     if args.batch <= 0:
@@ -137,9 +193,31 @@ def run_parallel_plan(args) -> int:
     tp, pp = args.tp or 1, args.pp or 1
     for flag, v in (("--tp", args.tp), ("--pp", args.pp), ("--dp", args.dp), ("--micro-batches", args.micro_batches),
                     ("--world-size", args.world_size), ("--devices-per-node", args.devices_per_node),
-                    ("--intra-bw", args.intra_bw), ("--inter-bw", args.inter_bw)):
+                    ("--intra-bw", args.intra_bw), ("--inter-bw", args.inter_bw), ("--vpp", args.vpp),
+                    ("--ep", args.ep), ("--multi-copy", args.multi_copy), ("--experts", args.experts),
+                    ("--top-k", args.top_k), ("--capacity-factor", args.capacity_factor),
+                    ("--global-batch", args.global_batch), ("--efficiency", args.efficiency)):
         _positive_flag(flag, v)
     _positive_flag("--latency", args.latency, allow_zero=True)
+    if args.search and args.dtype is None and args.param_dtype is None and args.grad_dtype is None:
+        precision = Precision(compute_dtype="bfloat16", param_dtype="bfloat16", grad_dtype="float32")
+    else:
+        precision = Precision(compute_dtype=args.dtype or "float32", param_dtype=args.param_dtype or "float32",
+                              grad_dtype=args.grad_dtype)
+    d = LinkModel()
+    links = LinkModel(intra_node_bw=d.intra_node_bw if args.intra_bw is None else args.intra_bw * 1e9,
+                      inter_node_bw=d.inter_node_bw if args.inter_bw is None else args.inter_bw * 1e9,
+                      latency_s=d.latency_s if args.latency is None else args.latency * 1e-6,
+                      devices_per_node=args.devices_per_node or d.devices_per_node)
+    from ..graph.dryrun.devices import get_device, load_profile
+    device = load_profile(args.device) if args.device and os.path.isfile(args.device) else \
+        get_device(args.device or "h100")
+    cfg, moe = dryrun_model(args.model)
+    moe = _moe_from_args(args, moe)
+    if args.search:
+        return _run_search(args, cfg, moe, precision, links, device, t0)
+    if args.global_batch is not None:
+        raise OpValueError("dryrun", "--global-batch together with --search", "it without --search")
     if args.dp is None:
         if args.world_size is None:
             dp = 1
@@ -155,21 +233,11 @@ def run_parallel_plan(args) -> int:
         use_seq_parallel=bool(args.seq_parallel), vocab_emb_dp=args.vocab_emb_dp is not False,
         optimizer_level=args.zero,
         parallel_optimizer_threshold=64 if args.zero_threshold is None else args.zero_threshold,
-        recompute=args.recompute or "none", sp_regather=not args.sp_keep_gathered)
-    precision = Precision(compute_dtype=args.dtype, param_dtype=args.param_dtype or "float32",
-                          grad_dtype=args.grad_dtype)
-    d = LinkModel()
-    links = LinkModel(intra_node_bw=d.intra_node_bw if args.intra_bw is None else args.intra_bw * 1e9,
-                      inter_node_bw=d.inter_node_bw if args.inter_bw is None else args.inter_bw * 1e9,
-                      latency_s=d.latency_s if args.latency is None else args.latency * 1e-6,
-                      devices_per_node=args.devices_per_node or d.devices_per_node)
-    from ..graph.dryrun.devices import get_device, load_profile
-    device = load_profile(args.device) if args.device and os.path.isfile(args.device) else \
-        get_device(args.device or "h100")
-    cfg = get_preset(args.model).model
+        recompute=args.recompute or "none", sp_regather=not args.sp_keep_gathered,
+        virtual_pipeline_stages=args.vpp or 1, expert_parallel=args.ep or 1, fine_grain_interleave=args.multi_copy or 1)
     plan = plan_parallel(cfg, strategy, batch_size=args.batch, seq_len=args.seq, precision=precision,
                          attention=args.attention or "naive", world_size=args.world_size, links=links,
-                         device=device, model=args.model)
+                         device=device, model=args.model, moe=moe, efficiency=args.efficiency or 1.0)
     print(plan.table())
     if args.minispore_step:
         print()
@@ -182,6 +250,39 @@ def run_parallel_plan(args) -> int:
             json.dump(plan.to_dict(), f, indent=1)
         print(f"plan written to {args.json}")
     print(f"\nplanned in {time.perf_counter() - t0:.3f} s (formulas only: nothing was built or run)")
+    return 0
+
+
+def _run_search(args, cfg, moe, precision, links, device, t0) -> int:
+    """`--search`: strategy_search.search_strategies over --world, its table, --plot and --json."""
+    import json
+    from ..common.errors import OpValueError
+    from .strategy_search import search_strategies
+    given = [f for f, v in (("--dp", args.dp), ("--tp", args.tp), ("--pp", args.pp),
+                            ("--micro-batches", args.micro_batches), ("--vpp", args.vpp), ("--minispore-step",
+                                                                                          args.minispore_step))
+             if v is not None]
+    if given:
+        raise OpValueError("dryrun", "--search without " + ", ".join(given) + " (it enumerates dp x tp x pp and "
+                                     "derives the micro-batches from --global-batch)", " ".join(given))
+    if args.world_size is None:
+        raise OpValueError("dryrun", "--search with --world N (the devices to factorize)", "no --world")
+    result = search_strategies(
+        cfg, args.world_size, device=device, seq_len=args.seq, global_batch=args.global_batch, micro_batch=args.batch,
+        precision=precision, attention=args.attention or "flash", links=links, moe=moe, ep=args.ep or 1,
+        multi_copy=args.multi_copy or 1,
+        zero_levels=(args.zero,) if args.zero else (None, "level1", "level2", "level3"),
+        recomputes=(args.recompute,) if args.recompute else ("none", "selective", "full"),
+        efficiency=args.efficiency or 1.0, model=args.model)
+    print(result.table(args.top))
+    if args.plot:
+        result.plot(args.plot)
+        print(f"\nstrategy plot written to {args.plot}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result.to_dict(), f, indent=1)
+        print(f"search written to {args.json}")
+    print(f"\nsearched in {time.perf_counter() - t0:.2f} s (formulas only: nothing was built or run)")
     return 0
 
 
@@ -257,6 +358,7 @@ def _check_plotting(path) -> None:
 def run_dryrun(args) -> int:
     if wants_parallel_plan(args):
         return run_parallel_plan(args)
+    args.dtype = args.dtype or "float32"
     from ..common import dtype as mstype
     from ..common.memory_limit import check_fits
     from ..common.errors import OpValueError

@@ -89,12 +89,41 @@ compute dtype, b the micro-batch size:
   counted one per parameter (no bucketing; payload totals do not depend on it).
 * PP, per micro-batch: Send of the activation to the next stage and of its gradient to the
   previous one (Receive at the other end), X / t under SP; with tied embeddings on pp > 1, an
-  AllReduce of the embedding gradient between the first and the last stage.
+  AllReduce of the embedding gradient between the first and the last stage. Interleaved
+  (`virtual_pipeline_stages` v > 1: chunk c of p v on device c mod p) every micro-batch crosses
+  every chunk boundary: m v messages each way per device boundary (2 m v b s h bytes), less the
+  m into the first chunk and out of the last.
+* EP (MoE models, moe_plan.py): per MoE layer per micro-batch 2 AlltoAll forward (dispatch,
+  combine) and 2 backward, +2 with full recompute, each of R x h (R token rows this rank
+  dispatches: b s tokens x top_k, or capacity x experts); the expert weights' gradients over
+  the dp / ep ranks holding the same experts (group "edp"). Experts are split by TP like the
+  dense FFN (MindFormers), so an MoE layer has the dense layer's TP/SP collectives.
 
-**Time**: compute = matmul FLOPs (fwd 2 per MAC, bwd twice that, + the recomputed forward) at the
-device's matmul peak for the compute dtype (a lower bound); pipeline bubble = (pp - 1) /
-micro_batch_num of it (Narayanan et al. 2021, §2.2); communication from comm_cost.LinkModel
-(alpha-beta, ring), with NO overlap assumed (an upper bound on what is exposed).
+Each collective is on a link class: intra-node when its group lies within `devices_per_node`
+consecutive ranks (TP first, then DP, then PP in the rank order), inter-node otherwise
+(`comm_by_link`).
+
+**Memory with pipelining** (activation_memory.py): stage i holds `in_flight_chunks(p, m, v, i)`
+chunks of L/(p v) layers - min(p - i, m) micro-batches for 1F1B; for interleaved 1F1B stage 0
+holds L (1 + (p - 1)/(p v)) layers' worth once m v >= (v + 1) p - 1.
+
+**Time** (step_time.py), per rank of a stage: compute = matmul FLOPs (fwd 2 per MAC, bwd twice
+that, + the recomputed forward) at the device's matmul peak for the compute dtype (times an
+`efficiency` if given); each collective from comm_cost.LinkModel (alpha-beta, ring, the link
+class's bandwidth). What is exposed - assumptions, stated:
+* TP/SP collectives inside a layer sit between dependent GEMMs: all exposed with one copy; with
+  `fine_grain_interleave` n > 1 the exposed share is the multi-copy chain's (step_time.py: the
+  simulator package when importable, else the closed form k c + x/n of n copies of k pairs).
+* other per-micro-batch communication (vocabulary-parallel TP, AlltoAll, p2p) is exposed;
+* the pipeline stretches the per-micro-batch work (compute + exposed) by 1 + (p - 1)/(v m): the
+  bubble (p - 1)/(v m) of Narayanan et al. 2021, §2.2 (`bubble_s` is its compute part);
+* gradient reductions (DP, ZeRO-1's reduce-scatter, SP's partial sums) run during the last
+  micro-batch's backward, ZeRO-2/3's per-micro-batch reduce-scatters during every backward: only
+  what exceeds that compute is exposed; ZeRO-3's gathers are prefetched
+  behind the step's compute; ZeRO-1/2's all-gather of the updated weights is exposed;
+* the AdamW update is memory-bound (step_time.adam_update_seconds).
+step = (compute + exposed per micro-batch) (1 + (p-1)/(v m)) + exposed gradient and gather
+time + update; the plan's step time is its slowest stage's, and `mfu()` is PaLM's MFU at it.
 """
 from __future__ import annotations
 
@@ -103,8 +132,13 @@ import numbers
 from dataclasses import dataclass, field
 
 from ..common.errors import OpTypeError, OpValueError
+from .activation_memory import bubble_fraction, in_flight_chunks, korthikanti_layer_bytes, moe_ffn_activation_bytes, \
+    moe_rows
 from .comm_cost import COLLECTIVES, LinkModel, ring_received_bytes, ring_sent_bytes
 from .config import LlamaConfig
+from .moe_plan import MoESpec, moe_of, parameter_counts
+from .step_time import adam_update_seconds, mfu, model_flops_per_token, overlap_exposed, simulated_tp_exposed_fraction, \
+    tp_exposed_fraction
 
 OPTIMIZER_LEVELS = ("level1", "level2", "level3")
 RECOMPUTE_MODES = ("none", "selective", "full")
@@ -116,7 +150,8 @@ _FLAGS = {"data_parallel": "--dp", "model_parallel": "--tp", "pipeline_stage": "
           "parallel_optimizer_threshold": "--zero-threshold", "recompute": "--recompute",
           "world_size": "--world-size", "batch_size": "--batch", "seq_len": "--seq",
           "sp_regather": "--sp-keep-gathered",
-          "attention": "--attention"}
+          "attention": "--attention", "virtual_pipeline_stages": "--vpp", "expert_parallel": "--ep",
+          "fine_grain_interleave": "--multi-copy"}
 _OP = "parallel_plan"
 
 
@@ -151,9 +186,17 @@ class ParallelStrategy:
     # only the sequence shard and all-gathers it again; False keeps the gathered tensor (what an
     # autodiff tape does: more memory, two fewer all-gathers per layer)
     sp_regather: bool = True
+    # issue 16: interleaved 1F1B (MindSpore pipeline_config "pipeline_interleave", MindFormers
+    # pp_interleave_num: model chunks per device), expert parallel (MindFormers expert_parallel:
+    # ranks the experts are spread over, carved out of data_parallel), fine-grained multi-copy
+    # (MindFormers fine_grain_interleave: copies a TP layer is split into, needs sequence parallel)
+    virtual_pipeline_stages: int = 1
+    expert_parallel: int = 1
+    fine_grain_interleave: int = 1
 
     def __post_init__(self):
-        for f in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num"):
+        for f in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num", "virtual_pipeline_stages",
+                  "expert_parallel", "fine_grain_interleave"):
             object.__setattr__(self, f, _positive(f, getattr(self, f)))
         for f in ("use_seq_parallel", "vocab_emb_dp", "sp_regather"):
             if not isinstance(getattr(self, f), bool):
@@ -166,6 +209,21 @@ class ParallelStrategy:
             raise OpValueError(_OP, f"{_name('parallel_optimizer_threshold')} as a number of KB >= 0", repr(th))
         if self.recompute not in RECOMPUTE_MODES:
             raise OpValueError(_OP, f"{_name('recompute')} among {RECOMPUTE_MODES}", repr(self.recompute))
+        v, p, m = self.virtual_pipeline_stages, self.pipeline_stage, self.micro_batch_num
+        if v > 1 and (p == 1 or m % p):
+            raise OpValueError(_OP, f"{_name('virtual_pipeline_stages')} > 1 only with {_name('pipeline_stage')} > 1 "
+                                    f"and {_name('micro_batch_num')} a multiple of it (Megatron's interleaved 1F1B)",
+                               f"virtual_pipeline_stages={v}, pipeline_stage={p}, micro_batch_num={m}")
+        if self.data_parallel % self.expert_parallel:
+            raise OpValueError(_OP, f"{_name('expert_parallel')} dividing {_name('data_parallel')} "
+                                    f"({self.data_parallel}): the expert groups are carved out of data parallel",
+                               f"expert_parallel={self.expert_parallel}")
+        if self.fine_grain_interleave > 1 and not (self.model_parallel > 1 and self.use_seq_parallel):
+            raise OpValueError(_OP, f"{_name('fine_grain_interleave')} > 1 only with {_name('model_parallel')} > 1 "
+                                    f"and {_name('use_seq_parallel')} (MindFormers' rule: the copies overlap the "
+                                    f"sequence-parallel all-gathers and reduce-scatters)",
+                               f"fine_grain_interleave={self.fine_grain_interleave}, model_parallel="
+                               f"{self.model_parallel}, use_seq_parallel={self.use_seq_parallel}")
 
     @classmethod
     def from_auto_parallel_context(cls, model_parallel: int = 1, **parallel_config) -> "ParallelStrategy":
@@ -203,6 +261,12 @@ class ParallelStrategy:
         s = f"dp={self.data_parallel} tp={self.model_parallel} pp={self.pipeline_stage}"
         if self.pipeline_stage > 1 or self.micro_batch_num > 1:
             s += f" micro_batch_num={self.micro_batch_num}"
+        if self.virtual_pipeline_stages > 1:
+            s += f" vpp={self.virtual_pipeline_stages}"
+        if self.expert_parallel > 1:
+            s += f" ep={self.expert_parallel}"
+        if self.fine_grain_interleave > 1:
+            s += f" multi_copy={self.fine_grain_interleave}"
         if self.use_seq_parallel:
             s += " seq_parallel" + ("" if self.sp_regather else "(keeps gathered)")
         s += " vocab_emb_dp" if self.vocab_emb_dp else " vocab_parallel"
@@ -272,12 +336,14 @@ class Precision:
 @dataclass(frozen=True)
 class ParamSpec:
     """One weight: global shape (MindSpore's (out, in) for Dense), the axis tensor parallel splits
-    (None: replicated), the pipeline stage holding it."""
+    (None: replicated), the pipeline stage holding it, and for an MoE expert's weight the expert's
+    index (expert parallel places expert e on the ep rank e // (num_experts / ep))."""
 
     name: str
     shape: tuple
     tp_axis: int | None
     stage: int
+    expert: int | None = None
 
     def local_shape(self, tp: int) -> tuple:
         if self.tp_axis is None or tp == 1:
@@ -292,8 +358,12 @@ def stage_layer_counts(n_layers: int, pp: int) -> list:
     return [n_layers // pp + (1 if i < n_layers % pp else 0) for i in range(pp)]
 
 
-def llama_parameters(cfg: LlamaConfig, strategy: ParallelStrategy) -> list:
-    """Every weight of `Llama(cfg)` with its TP split axis and its pipeline stage."""
+def llama_parameters(cfg: LlamaConfig, strategy: ParallelStrategy, moe: MoESpec | None = None) -> list:
+    """Every weight of `Llama(cfg)` with its TP split axis and its pipeline stage. With an MoE spec
+    (default: the config's own, moe_plan.moe_of) each layer's feed-forward is a router (E, h,
+    replicated) and E experts' w1, w2, w3, split by TP like the dense ones (MindFormers' expert
+    weights: the expert axis over expert_parallel, the FFN axis over model_parallel)."""
+    moe = moe_of(cfg) if moe is None else moe
     h, f = cfg.dim, cfg.hidden_dim
     q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
     pp = strategy.pipeline_stage
@@ -308,10 +378,18 @@ def llama_parameters(cfg: LlamaConfig, strategy: ParallelStrategy) -> list:
                        ParamSpec(p + "attention.wk.weight", (kv, h), 0, stage),
                        ParamSpec(p + "attention.wv.weight", (kv, h), 0, stage),
                        ParamSpec(p + "attention.wo.weight", (h, q), 1, stage),
-                       ParamSpec(p + "ffn_norm.weight", (h,), None, stage),
-                       ParamSpec(p + "feed_forward.w1.weight", (f, h), 0, stage),
-                       ParamSpec(p + "feed_forward.w2.weight", (h, f), 1, stage),
-                       ParamSpec(p + "feed_forward.w3.weight", (f, h), 0, stage)]
+                       ParamSpec(p + "ffn_norm.weight", (h,), None, stage)]
+            if moe is None:
+                params += [ParamSpec(p + "feed_forward.w1.weight", (f, h), 0, stage),
+                           ParamSpec(p + "feed_forward.w2.weight", (h, f), 1, stage),
+                           ParamSpec(p + "feed_forward.w3.weight", (f, h), 0, stage)]
+            else:
+                params.append(ParamSpec(p + "feed_forward.router.weight", (moe.num_experts, h), None, stage))
+                for e in range(moe.num_experts):
+                    x = f"{p}feed_forward.experts.{e}."
+                    params += [ParamSpec(x + "w1.weight", (f, h), 0, stage, e),
+                               ParamSpec(x + "w2.weight", (h, f), 1, stage, e),
+                               ParamSpec(x + "w3.weight", (f, h), 0, stage, e)]
             layer += 1
     params.append(ParamSpec("norm.weight", (h,), None, pp - 1))
     if not cfg.tie_embeddings:
@@ -345,20 +423,6 @@ def static_bytes(local_shapes, dp: int, level: int, precision: Precision, thresh
 
 # ------------------------------------------------------------------------------------------------
 # activations
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, seq_parallel: bool = False,
-                            recompute: str = "none") -> float:
-    """Korthikanti et al. 2022, Table 2: bytes one GPT layer keeps for backward per micro-batch
-    (16-bit activations, 1-byte dropout masks, GeLU MLP of 4h, no flash attention)."""
-    sbh, core = s * b * h, 5 * a * s * s * b
-    if recompute == "full":
-        return 2 * sbh
-    if recompute == "selective":
-        core = 0
-    if seq_parallel:
-        return (34 * sbh + core) / t
-    return 10 * sbh + 24 * sbh / t + core / t
-
-
 def _exact_div(num: int, den: int, what: str) -> int:
     if num % den:
         raise OpValueError(_OP, f"{what} divisible by {den}", str(num))
@@ -407,15 +471,23 @@ def llama_layer_activation_bytes(cfg: LlamaConfig, batch_size: int, seq_len: int
 @dataclass
 class Collective:
     """One kind of collective a rank issues per step: `calls` of them moving `payload_bytes` in
-    all (comm_cost's payload convention; calls on different parameters may differ in size)."""
+    all (comm_cost's payload convention; calls on different parameters may differ in size).
 
-    group: str          # "tp", "dp", "pp", "embedding"
+    `overlap` says what the time model (module docstring, "Time") may hide it behind:
+    "tp-layer" the TP/SP collectives inside a layer (exposed, unless multi-copy hides a share),
+    "exposed" on the critical path (other per-micro-batch TP, AlltoAll, p2p, after the update),
+    "backward" gradient reductions (overlap the last micro-batch's backward; "backward-mb": those
+    issued every micro-batch, ZeRO-2/3's reduce-scatters, overlap every backward),
+    "compute" ZeRO-3's parameter gathers (prefetched during compute)."""
+
+    group: str          # "tp", "dp", "pp", "embedding", "ep", "edp"
     kind: str           # one of comm_cost.COLLECTIVES
     calls: int
     payload_bytes: int  # summed over the calls
     purpose: str
     n: int = 1          # ranks in the group
     span: int = 1       # consecutive ranks the group spans (intra- or inter-node)
+    overlap: str = "exposed"
 
     @property
     def payload_per_call(self) -> float:
@@ -432,6 +504,11 @@ class Collective:
     def time(self, links: LinkModel) -> float:
         return links.time(self.kind, self.payload_bytes, self.n, self.span, self.calls)
 
+    def link(self, links: LinkModel) -> str:
+        """'intra-node' when the whole group lies within one node of `links.devices_per_node`
+        devices, else 'inter-node' (the ring then runs at the slower link's pace)."""
+        return "intra-node" if self.span <= links.devices_per_node else "inter-node"
+
 
 @dataclass
 class StagePlan:
@@ -443,8 +520,10 @@ class StagePlan:
     in_flight: int
     memory: dict                       # parameters, gradients, optimizer, activations (bytes)
     collectives: list = field(default_factory=list)
-    flops: float = 0.0                 # matmul FLOPs per step
+    flops: float = 0.0                 # matmul FLOPs per step (with recomputation: hardware FLOPs)
     times: dict = field(default_factory=dict)
+    in_flight_chunks: int = 0          # model chunks (L / (p v) layers each) whose activations are held
+    activation_layers: float = 0.0     # = in_flight_chunks * layers / v: layers' worth of one micro-batch
 
     @property
     def total_bytes(self) -> int:
@@ -454,7 +533,7 @@ class StagePlan:
 @dataclass
 class ParallelPlan:
     """The result of `plan_parallel`: one StagePlan per pipeline stage, and the views on them
-    (`memory`, `comm_bytes`, `table`, `to_dict`)."""
+    (`memory`, `comm_bytes`, `comm_by_link`, `step_time_s`, `mfu`, `table`, `to_dict`)."""
 
     model: str
     cfg: LlamaConfig
@@ -466,6 +545,9 @@ class ParallelPlan:
     links: LinkModel
     device: object
     stages: list
+    moe: MoESpec | None = None
+    efficiency: float = 1.0
+    tp_overlap_source: str = "none"
 
     @property
     def global_batch(self) -> int:
@@ -477,10 +559,14 @@ class ParallelPlan:
         return self.stages[rank // (self.strategy.data_parallel * self.strategy.model_parallel)]
 
     def rank_coordinates(self, rank: int) -> dict:
-        """{'dp', 'tp', 'pp'} indices of a world rank (tensor parallel fastest)."""
+        """{'dp', 'tp', 'pp'} indices of a world rank (tensor parallel fastest); with expert
+        parallel also 'ep' (the rank's place in its expert group: consecutive DP indices)."""
         self.stage_of_rank(rank)
         t, d = self.strategy.model_parallel, self.strategy.data_parallel
-        return {"tp": rank % t, "dp": (rank // t) % d, "pp": rank // (t * d)}
+        out = {"tp": rank % t, "dp": (rank // t) % d, "pp": rank // (t * d)}
+        if self.strategy.expert_parallel > 1:
+            out["ep"] = out["dp"] % self.strategy.expert_parallel
+        return out
 
     def comm_bytes(self, stage: int = 0, by_group: bool = False) -> dict:
         """The per-collective byte table of one rank of `stage` for one step, as plain dicts:
@@ -496,11 +582,60 @@ class ParallelPlan:
             row["received_bytes"] += c.received_bytes
         return out
 
+    def comm_by_link(self, stage: int = 0) -> dict:
+        """{'intra-node' | 'inter-node': {collective: {"calls", "sent_bytes", "time_s"}}} of one rank
+        of `stage` per step: which link class carries what (LinkModel.devices_per_node decides)."""
+        out: dict = {}
+        for c in self._stage(stage).collectives:
+            row = out.setdefault(c.link(self.links), {}).setdefault(c.kind, {"calls": 0, "sent_bytes": 0.0,
+                                                                               "time_s": 0.0})
+            row["calls"] += c.calls
+            row["sent_bytes"] += c.sent_bytes
+            row["time_s"] += c.time(self.links)
+        return out
+
     def memory(self, stage: int = 0) -> dict:
         """{"parameters", "gradients", "optimizer", "activations", "total"} bytes of one rank of `stage`."""
         m = dict(self._stage(stage).memory)
         m["total"] = sum(m.values())
         return m
+
+    def peak_memory(self) -> tuple:
+        """(bytes, stage) of the rank that stores the most."""
+        st = max(self.stages, key=lambda s: s.total_bytes)
+        return st.total_bytes, st.stage
+
+    @property
+    def step_time_s(self) -> float:
+        """Predicted seconds per step: the slowest stage's (the pipeline flushes every step)."""
+        return max(st.times.get("step_s", 0.0) for st in self.stages)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    def model_flops_per_token(self) -> float:
+        """PaLM's 6 N + 12 L h s, N = active non-embedding parameters (step_time.py)."""
+        n = parameter_counts(self.cfg, self.moe)["active_non_embedding"]
+        return model_flops_per_token(n, self.cfg.n_layers, self.cfg.n_heads * self.cfg.head_dim, self.seq_len)
+
+    def mfu(self) -> float:
+        """Model FLOPs utilisation (PaLM, Appendix B) at the predicted step time, against the
+        device's peak (not the derated `efficiency`); 0 without a device."""
+        if self.device is None or self.step_time_s <= 0:
+            return 0.0
+        n = parameter_counts(self.cfg, self.moe)["active_non_embedding"]
+        return mfu(self.tokens_per_step / self.step_time_s, n, self.cfg.n_layers, self.cfg.n_heads * self.cfg.head_dim,
+                   self.seq_len, self.strategy.world_size, self.device.peak_flops("matmul", self.precision.compute_dtype))
+
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation: every matmul FLOP the ranks run (recomputation included)."""
+        if self.device is None or self.step_time_s <= 0:
+            return 0.0
+        per_stage = self.strategy.data_parallel * self.strategy.model_parallel
+        total = sum(st.flops for st in self.stages) * per_stage
+        return total / (self.step_time_s * self.strategy.world_size
+                        * self.device.peak_flops("matmul", self.precision.compute_dtype))
 
     def _stage(self, stage) -> StagePlan:
         if not isinstance(stage, numbers.Integral) or isinstance(stage, bool) or not 0 <= stage < len(self.stages):
@@ -513,63 +648,106 @@ class ParallelPlan:
             "model": self.model, "world_size": s.world_size, "strategy": {
                 k: getattr(s, k) for k in ("data_parallel", "model_parallel", "pipeline_stage", "micro_batch_num",
                                            "use_seq_parallel", "vocab_emb_dp", "optimizer_level",
-                                           "parallel_optimizer_threshold", "recompute", "sp_regather")},
+                                           "parallel_optimizer_threshold", "recompute", "sp_regather",
+                                           "virtual_pipeline_stages", "expert_parallel", "fine_grain_interleave")},
             "precision": {"compute_dtype": self.precision.compute_dtype, "param_dtype": self.precision.param_dtype,
                           "grad_dtype": self.precision.grad_dtype, "master_weights": self.precision.master_weights},
             "batch_size": self.batch_size, "seq_len": self.seq_len, "global_batch": self.global_batch,
             "attention": self.attention, "links": self.links.describe(),
-            "device": getattr(self.device, "name", None),
+            "device": getattr(self.device, "name", None), "efficiency": self.efficiency,
+            "moe": None if self.moe is None else {"num_experts": self.moe.num_experts, "top_k": self.moe.top_k,
+                                                  "capacity_factor": self.moe.capacity_factor},
+            "step_time_s": self.step_time_s, "mfu": self.mfu(), "hfu": self.hfu(),
+            "tp_overlap_model": self.tp_overlap_source,
             "stages": [{"stage": st.stage, "ranks": [st.ranks.start, st.ranks.stop - 1], "layers": st.layers,
-                        "in_flight_micro_batches": st.in_flight, "memory": self.memory(st.stage),
-                        "comm": self.comm_bytes(st.stage, by_group=True),
+                        "in_flight_micro_batches": st.in_flight, "in_flight_chunks": st.in_flight_chunks,
+                        "activation_layers": st.activation_layers, "memory": self.memory(st.stage),
+                        "comm": self.comm_bytes(st.stage, by_group=True), "comm_by_link": self.comm_by_link(st.stage),
                         "collectives": [{"group": c.group, "kind": c.kind, "calls": c.calls,
                                          "payload_bytes": c.payload_bytes, "sent_bytes": c.sent_bytes, "n": c.n,
+                                         "link": c.link(self.links), "overlap": c.overlap,
                                          "time_s": c.time(self.links), "purpose": c.purpose}
                                         for c in st.collectives],
                         "flops": st.flops, "times": st.times} for st in self.stages],
         }
 
     def table(self) -> str:
-        """The per-rank report: memory per stage, then each stage's collectives."""
+        """The per-rank report: memory per stage, then each stage's collectives and times."""
         s = self.strategy
+        moe = "" if self.moe is None else (f"; MoE {self.moe.num_experts} experts, top-{self.moe.top_k}"
+                                           + (f", capacity factor {self.moe.capacity_factor:g}"
+                                              if self.moe.capacity_factor else ", no capacity limit"))
         lines = [f"Parallel DryRun: {self.model}, {s.world_size:,} ranks ({s.describe()})",
                  f"  micro-batch {self.batch_size} x seq {self.seq_len}, global batch {self.global_batch}; "
                  f"compute {self.precision.compute_dtype}, params {self.precision.param_dtype}, "
                  f"grads {self.precision.grad_dtype}, AdamW state {self.precision.optimizer_bytes} B/param"
                  f"{' (fp32 master + m + v)' if self.precision.master_weights else ' (fp32 m + v)'}; "
-                 f"{self.attention} attention",
+                 f"{self.attention} attention{moe}",
                  "",
                  "Memory per rank (GiB; one row per pipeline stage, its ranks are alike):",
                  f"  {'stage':>5} {'ranks':>13} {'layers':>6} {'params':>9} {'grads':>9} {'optim':>9} "
-                 f"{'activ':>9} {'total':>9}"]
+                 f"{'activ':>9} {'total':>9}  in flight"]
         for st in self.stages:
             m = st.memory
             ranks = f"{st.ranks.start}-{st.ranks.stop - 1}"
+            held = (f"{st.in_flight} micro-batch{'es' if st.in_flight > 1 else ''}" if s.virtual_pipeline_stages == 1 else
+                    f"{st.in_flight_chunks} chunks = {st.activation_layers:g} layers' worth")
             lines.append(f"  {st.stage:>5} {ranks:>13} {st.layers:>6} " + " ".join(
                 f"{m[k] / 2**30:>9.2f}" for k in ("parameters", "gradients", "optimizer", "activations"))
-                + f" {st.total_bytes / 2**30:>9.2f}")
+                + f" {st.total_bytes / 2**30:>9.2f}  {held}")
         lines.append("  (stored state + activations saved for backward; temporaries, workspaces, ZeRO-3's gather "
                      "buffers and fragmentation are not counted)")
+        if self.device is not None:
+            peak, where = self.peak_memory()
+            usable = self.device.usable_bytes
+            lines.append(f"  peak {peak / 2**30:.2f} GiB (stage {where}) of {usable / 2**30:.1f} GiB usable on "
+                         f"{self.device.display_name}: {'fits' if peak <= usable else 'DOES NOT FIT'}")
         for group in _alike(self.stages):
             st = group[0]
             which = f"stage {st.stage}" if len(group) == 1 else f"stages {st.stage}-{group[-1].stage}"
             lines += ["", f"Communication per rank of {which}, one step (payload: tensor size per the op; "
                           f"sent: ring algorithm):",
                       f"  {'group':<9} {'collective':<13} {'n':>5} {'calls':>7} {'payload/call':>13} "
-                      f"{'payload':>11} {'sent':>11} {'time ms':>9}  purpose"]
+                      f"{'payload':>11} {'sent':>11} {'link':>5} {'time ms':>9}  purpose"]
             for c in st.collectives:
                 t = c.time(self.links)
+                link = "intra" if c.link(self.links) == "intra-node" else "inter"
                 lines.append(f"  {c.group:<9} {c.kind:<13} {c.n:>5} {c.calls:>7} {_size(c.payload_per_call):>13} "
-                             f"{_size(c.payload_bytes):>11} {_size(c.sent_bytes):>11} {t * 1e3:>9.2f}  {c.purpose}")
+                             f"{_size(c.payload_bytes):>11} {_size(c.sent_bytes):>11} {link:>5} {t * 1e3:>9.2f}  "
+                             f"{c.purpose}")
             if not st.collectives:
                 lines.append("  (none: one rank, nothing to communicate)")
+            by_link = self.comm_by_link(st.stage)
+            sent = ", ".join(f"{k} {_size(sum(r['sent_bytes'] for r in v.values()))}" for k, v in sorted(by_link.items()))
             tm = st.times
-            lines.append(f"  totals: sent {_size(sum(c.sent_bytes for c in st.collectives))}; step time "
-                         f"~{tm['step_s'] * 1e3:.1f} ms = compute {tm['compute_s'] * 1e3:.1f} + bubble "
-                         f"{tm['bubble_s'] * 1e3:.1f} + communication {tm['comm_s'] * 1e3:.1f} (no overlap)")
+            lines.append(f"  totals: sent {_size(sum(c.sent_bytes for c in st.collectives))}"
+                         + (f" ({sent})" if sent else "") + f"; step time ~{tm['step_s'] * 1e3:.1f} ms = compute "
+                         f"{tm['compute_s'] * 1e3:.1f} + bubble {tm['bubble_s'] * 1e3:.1f} + exposed communication "
+                         f"{tm['exposed_comm_s'] * 1e3:.1f} (of {tm['comm_s'] * 1e3:.1f}) + optimizer "
+                         f"{tm['optimizer_s'] * 1e3:.1f}")
+            if tm.get("tp_comm_s"):
+                lines.append(f"  TP/SP in-layer communication {tm['tp_comm_s'] * 1e3:.1f} ms, "
+                             f"{tm['tp_hidden_fraction']:.0%} hidden "
+                             + (f"by {s.fine_grain_interleave} copies ({self.tp_overlap_source})"
+                                if s.fine_grain_interleave > 1 else "(one copy: none)"))
         dev = getattr(self.device, "display_name", "no device")
-        lines += ["", f"Time model: compute = matmul FLOPs at the peak of {dev} ({self.precision.compute_dtype}); "
-                      f"{self.links.describe()}."]
+        p, v, m = s.pipeline_stage, s.virtual_pipeline_stages, s.micro_batch_num
+        lines += ["", f"Pipeline bubble (p - 1)/(v m) = {p - 1}/({v} x {m}) = {bubble_fraction(p, m, v):.4f}"
+                  + ("" if v == 1 else f"; interleaving holds 1 + (p-1)/(p v) = {1 + (p - 1) / (p * v):.4f} x L "
+                                       f"layers on stage 0 once m v >= (v+1) p - 1")]
+        if self.device is not None:
+            lines.append(f"Step {self.step_time_s * 1e3:.1f} ms, {self.tokens_per_step / self.step_time_s:,.0f} tokens/s, "
+                         f"MFU {self.mfu():.1%} (PaLM: 6N + 12Lhs per token, N = "
+                         f"{parameter_counts(self.cfg, self.moe)['active_non_embedding'] / 1e9:.2f}B active "
+                         f"non-embedding), HFU {self.hfu():.1%}")
+        eff = "" if self.efficiency == 1 else f" x efficiency {self.efficiency:g}"
+        if self.device is not None and not getattr(self.device, "calibrated", False):
+            eff += " [datasheet peak, not measured" + ("; Huawei publishes no 910B datasheet: unverified]"
+                                                       if "910" in self.device.name else "]")
+        lines += [f"Time model: compute = matmul FLOPs at the peak of {dev} ({self.precision.compute_dtype}){eff}; "
+                  f"{self.links.describe()}; exposed: TP/SP in-layer collectives (minus multi-copy's hidden share), "
+                  f"AlltoAll, p2p and post-update gathers; gradient reductions hide behind the last micro-batch's "
+                  f"backward, ZeRO-3 gathers behind compute (assumptions, not measurements)."]
         return "\n".join(lines)
 
 
@@ -592,7 +770,7 @@ def _size(n: float) -> str:
     return f"{n:.0f} B"
 
 
-def _check(cfg: LlamaConfig, s: ParallelStrategy, seq: int) -> None:
+def _check(cfg: LlamaConfig, s: ParallelStrategy, seq: int, moe: MoESpec | None = None) -> None:
     t = s.model_parallel
     for what, v in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads), ("ffn_dim", cfg.hidden_dim)):
         if v % t:
@@ -606,18 +784,34 @@ def _check(cfg: LlamaConfig, s: ParallelStrategy, seq: int) -> None:
     if s.pipeline_stage > cfg.n_layers:
         raise OpValueError(_OP, f"{_name('pipeline_stage')} <= n_layers ({cfg.n_layers})",
                            f"pipeline_stage={s.pipeline_stage}")
+    p, v = s.pipeline_stage, s.virtual_pipeline_stages
+    if v > 1 and cfg.n_layers % (p * v):
+        raise OpValueError(_OP, f"n_layers ({cfg.n_layers}) divisible by {_name('pipeline_stage')} x "
+                                f"{_name('virtual_pipeline_stages')} = {p * v} (equal model chunks)",
+                           f"pipeline_stage={p}, virtual_pipeline_stages={v}")
+    ep = s.expert_parallel
+    if moe is None and ep > 1:
+        raise OpValueError(_OP, f"{_name('expert_parallel')} > 1 only for an MoE model (--experts, or a model "
+                                f"with num_experts)", f"expert_parallel={ep} on a dense model")
+    if moe is not None:
+        if moe.num_experts % ep:
+            raise OpValueError(_OP, f"{_name('expert_parallel')} dividing num_experts ({moe.num_experts})",
+                               f"expert_parallel={ep}")
 
 
 def plan_parallel(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_size: int = 1, seq_len: int | None = None,
                   precision: Precision | None = None, compute_dtype=None, attention: str = "naive",
                   world_size: int | None = None, links: LinkModel | None = None, device=None,
-                  model: str = "llama") -> ParallelPlan:
+                  model: str = "llama", moe: MoESpec | None = None, efficiency: float = 1.0) -> ParallelPlan:
     """Per-rank memory, communication and time of one training step (see the module docstring).
 
     `batch_size` is the micro-batch size per DP rank (MindFormers' batch_size): the global batch
     is batch_size * data_parallel * micro_batch_num. `world_size`, when given, must equal
     dp * tp * pp. `device`: a DeviceProfile or name (graph.dryrun.devices) for the compute time
-    (None: no compute time)."""
+    (None: no compute time); `efficiency` derates its matmul peak for the compute time (MFU is
+    always against the peak). `moe`: an MoESpec (default: the config's own, moe_plan.moe_of).
+    Ranks of one stage are alike and stages with the same role and layer count share their
+    numbers, so a plan of any world size costs a few stages' worth of arithmetic."""
     if not isinstance(cfg, LlamaConfig):
         raise OpTypeError(_OP, "a LlamaConfig", type(cfg).__name__)
     if not isinstance(strategy, ParallelStrategy):
@@ -635,143 +829,263 @@ def plan_parallel(cfg: LlamaConfig, strategy: ParallelStrategy, *, batch_size: i
                                 f"= {_name('world_size')} ({world_size})",
                            f"{strategy.data_parallel} x {strategy.model_parallel} x {strategy.pipeline_stage} = "
                            f"{strategy.world_size}")
-    _check(cfg, strategy, seq)
+    if moe is None:
+        moe = moe_of(cfg)
+    elif not isinstance(moe, MoESpec):
+        raise OpTypeError(_OP, "moe as an MoESpec or None", type(moe).__name__)
+    if not isinstance(efficiency, numbers.Real) or isinstance(efficiency, bool) or not 0 < efficiency <= 1:
+        raise OpValueError(_OP, "efficiency (--efficiency) in (0, 1]", repr(efficiency))
+    _check(cfg, strategy, seq, moe)
     links = links or LinkModel()
     if device is not None:
         from ..graph.dryrun.devices import get_device
         device = get_device(device)
-    params = llama_parameters(cfg, strategy)
-    stages = [_plan_stage(i, cfg, strategy, precision, b, seq, attention, params, links, device)
-              for i in range(strategy.pipeline_stage)]
-    return ParallelPlan(model, cfg, strategy, precision, b, seq, attention, links, device, stages)
+    params = llama_parameters(cfg, strategy, moe)
+    by_stage: dict = {}
+    for q in params:
+        by_stage.setdefault(q.stage, []).append(q)
+    ctx = _StageContext(cfg, strategy, precision, b, seq, attention, links, device, moe, float(efficiency))
+    stages = [ctx.stage(i, by_stage.get(i, [])) for i in range(strategy.pipeline_stage)]
+    return ParallelPlan(model, cfg, strategy, precision, b, seq, attention, links, device, stages, moe,
+                        float(efficiency), ctx.tp_overlap_source)
 
 
-def _plan_stage(i, cfg, s, prec, b, seq, attention, params, links, device) -> StagePlan:
-    t, d, p, m = s.model_parallel, s.data_parallel, s.pipeline_stage, s.micro_batch_num
-    sp = s.use_seq_parallel and t > 1
-    h, V = cfg.dim, cfg.vocab_size
-    layers = stage_layer_counts(cfg.n_layers, p)[i]
-    first, last = i == 0, i == p - 1
-    mine = [q for q in params if q.stage == i]
-    local = [q.local_shape(t) for q in mine]
-    memory = static_bytes(local, d, s.zero_level, prec, s.parallel_optimizer_threshold)
+class _StageContext:
+    """Plans the stages of one strategy. What a stage stores, sends and computes depends only on
+    its role (first, last) and its layer count, so those parts are computed once per kind of
+    stage; only the activations (the in-flight count) differ stage by stage."""
 
-    # activations (see the module docstring)
-    in_flight = min(p - i, m)
-    e, tokens, r = prec.act_bytes, b * seq, (t if sp else 1)
-    per_layer = llama_layer_activation_bytes(cfg, b, seq, t, sp, s.recompute, attention, e, s.sp_regather)
-    act = in_flight * layers * per_layer
-    if first:
-        act += in_flight * (tokens * 8 + (tokens * h // r if cfg.dropout > 0 else 0))   # int64 ids, dropout mask
-    vocab_split = t > 1 and (not s.vocab_emb_dp or sp)                # logits split over TP ranks
-    if last:                                        # final norm input, 1/rms and output; the logits
-        head_input_gathered = sp and not s.vocab_emb_dp and not s.sp_regather
-        act += (tokens * h * e + tokens * 4) // r + tokens * h * e // (1 if head_input_gathered else r)
-        act += tokens * V * e // (t if vocab_split else 1)
-    memory["activations"] = act
+    def __init__(self, cfg, s, prec, b, seq, attention, links, device, moe, efficiency):
+        self.cfg, self.s, self.prec, self.b, self.seq = cfg, s, prec, b, seq
+        self.attention, self.links, self.device, self.moe, self.efficiency = attention, links, device, moe, efficiency
+        self.cache: dict = {}
+        self.tp_overlap_source = "none"
+        t = s.model_parallel
+        self.sp = s.use_seq_parallel and t > 1
+        e = prec.act_bytes
+        dense = llama_layer_activation_bytes(cfg, b, seq, t, self.sp, s.recompute, attention, e, s.sp_regather)
+        if moe is not None and s.recompute != "full":
+            tokens = b * seq
+            dense -= _exact_div(tokens * 4 * cfg.hidden_dim * e, t, "the SwiGLU tensors")
+            dense += moe_ffn_activation_bytes(self.moe_tokens, cfg.dim, cfg.hidden_dim // t, moe.num_experts,
+                                              moe.top_k, moe.capacity_factor, e)
+        self.per_layer = dense
 
-    # collectives
-    X = tokens * h * e                                                # one activation tensor, bytes
-    cols: list = []
+    @property
+    def moe_tokens(self) -> int:
+        """Tokens one rank routes per micro-batch: all b x s (under SP all-gathered first, as for
+        the dense FFN; every TP rank dispatches them to its slice of the experts)."""
+        return self.b * self.seq
 
-    def add(group, kind, calls, payload_per_call, purpose, total=None):
-        if calls and group_size[group] > 1:
-            total = calls * payload_per_call if total is None else total
-            cols.append(Collective(group, kind, calls, total, purpose, group_size[group], group_span[group]))
-
-    group_size = {"tp": t, "dp": d, "pp": 2, "embedding": 2}
-    group_span = {"tp": t, "dp": t * d, "pp": 2 * t * d, "embedding": p * t * d}
-    if p == 1:
-        group_size["pp"] = group_size["embedding"] = 1
-    full = s.recompute == "full"
-    regather = 2 if s.sp_regather else 0
-    lm = layers * m
-    if not sp:
-        add("tp", "AllReduce", lm * (2 + (2 if full else 0) + 2), X,
-            "layers: attention + MLP outputs (fwd" + (", again in recompute" if full else "") + ") and inputs (bwd)")
-    else:
-        add("tp", "AllGather", lm * (2 + (2 if full else 0) + 2 + regather), X,
-            "layers SP: before QKV and w1/w3 (fwd" + (" + recompute" if full else "") +
-            "), conjugates of the reduce-scatters" + (" and re-gathers for dW" if regather else "") + " (bwd)")
-        add("tp", "ReduceScatter", lm * (2 + (2 if full else 0) + 2), X,
-            "layers SP: after wo and w2 (fwd" + (" + recompute" if full else "") + "), conjugates of the all-gathers (bwd)")
-    if not s.vocab_emb_dp:
+    def stage(self, i, mine) -> StagePlan:
+        s, cfg = self.s, self.cfg
+        t, d, p, m, v = (s.model_parallel, s.data_parallel, s.pipeline_stage, s.micro_batch_num,
+                         s.virtual_pipeline_stages)
+        layers = cfg.n_layers // p if v > 1 else stage_layer_counts(cfg.n_layers, p)[i]
+        first, last = i == 0, i == p - 1
+        key = (first, last, layers)
+        if key not in self.cache:
+            self.cache[key] = self._shared(mine, first, last, layers)
+        static, cols, flops, times = self.cache[key]
+        # activations (see the module docstring and activation_memory.py)
+        chunks = in_flight_chunks(p, m, v, i)
+        held_layers = chunks * layers / v
+        in_flight = min(p - i, m)
+        e, tokens, r = self.prec.act_bytes, self.b * self.seq, (t if self.sp else 1)
+        act = chunks * (layers // v) * self.per_layer
+        ids_in_flight = in_flight if v == 1 else -(-chunks // v)
         if first:
-            add("tp", "ReduceScatter" if sp else "AllReduce", m, X, "vocab-parallel embedding output (fwd)")
-            if sp:
-                add("tp", "AllGather", m, X, "vocab-parallel embedding output gradient: the reduce-scatter's conjugate (bwd)")
+            act += ids_in_flight * (tokens * 8 + (tokens * cfg.dim // r if cfg.dropout > 0 else 0))   # int64 ids, mask
+        vocab_split = t > 1 and (not s.vocab_emb_dp or self.sp)          # logits split over TP ranks
+        if last:                                        # final norm input, 1/rms and output; the logits
+            h = cfg.dim
+            head_input_gathered = self.sp and not s.vocab_emb_dp and not s.sp_regather
+            act += (tokens * h * e + tokens * 4) // r + tokens * h * e // (1 if head_input_gathered else r)
+            act += tokens * cfg.vocab_size * e // (t if vocab_split else 1)
+        memory = dict(static)
+        memory["activations"] = act
+        start = i * t * d
+        return StagePlan(i, range(start, start + t * d), layers, in_flight, memory, list(cols), flops, dict(times),
+                         chunks, held_layers)
+
+    def _shared(self, mine, first, last, layers):
+        s, cfg, prec = self.s, self.cfg, self.prec
+        t, d, p, m, v, ep = (s.model_parallel, s.data_parallel, s.pipeline_stage, s.micro_batch_num,
+                             s.virtual_pipeline_stages, s.expert_parallel)
+        moe, sp = self.moe, self.sp
+        h, V = cfg.dim, cfg.vocab_size
+        level, threshold = s.zero_level, s.parallel_optimizer_threshold
+        dense = [q for q in mine if q.expert is None]
+        local_experts = (moe.num_experts // ep) if moe is not None else 0
+        experts = [q for q in mine if q.expert is not None and q.expert < local_experts]   # ep rank 0's, all alike
+        dense_local = [q.local_shape(t) for q in dense]
+        expert_local = [q.local_shape(t) for q in experts]
+        static = static_bytes(dense_local, d, level, prec, threshold)
+        for k, val in static_bytes(expert_local, d // ep, level, prec, threshold).items():
+            static[k] += val
+
+        tokens = self.b * self.seq
+        X = tokens * h * prec.act_bytes                                   # one activation tensor, bytes
+        cols: list = []
+        group_size = {"tp": t, "dp": d, "pp": 2 if p > 1 else 1, "embedding": 2 if p > 1 else 1, "ep": ep,
+                      "edp": d // ep}
+        group_span = {"tp": t, "dp": t * d, "pp": 2 * t * d, "embedding": p * t * d, "ep": t * ep, "edp": t * d}
+
+        def add(group, kind, calls, payload_per_call, purpose, total=None, overlap="exposed"):
+            if calls and group_size[group] > 1:
+                total = calls * payload_per_call if total is None else total
+                cols.append(Collective(group, kind, calls, total, purpose, group_size[group], group_span[group],
+                                       overlap))
+
+        full = s.recompute == "full"
+        regather = 2 if s.sp_regather else 0
+        lm = layers * m
+        regions = 2                                   # attention and MLP (dense or MoE: the same SP pattern)
+        if not sp:
+            add("tp", "AllReduce", lm * regions * (1 + (1 if full else 0) + 1), X,
+                "layers: attention + MLP outputs (fwd" + (", again in recompute" if full else "") + ") and inputs (bwd)",
+                overlap="tp-layer")
+        else:
+            add("tp", "AllGather", lm * regions * (1 + (1 if full else 0) + 1 + regather // 2), X,
+                "layers SP: before QKV and w1/w3 (fwd" + (" + recompute" if full else "") +
+                "), conjugates of the reduce-scatters" + (" and re-gathers for dW" if regather else "") + " (bwd)",
+                overlap="tp-layer")
+            add("tp", "ReduceScatter", lm * regions * (1 + (1 if full else 0) + 1), X,
+                "layers SP: after wo and w2 (fwd" + (" + recompute" if full else "") + "), conjugates of the "
+                "all-gathers (bwd)", overlap="tp-layer")
+        if moe is not None:
+            R = moe_rows(self.moe_tokens, moe.num_experts, moe.top_k, moe.capacity_factor)
+            add("ep", "AlltoAll", lm * (2 + (2 if full else 0) + 2), R * h * prec.act_bytes,
+                f"MoE dispatch + combine of {R:,} token rows (fwd" + (" + recompute" if full else "")
+                + ") and their conjugates (bwd)")
+        if not s.vocab_emb_dp:
+            if first:
+                add("tp", "ReduceScatter" if sp else "AllReduce", m, X, "vocab-parallel embedding output (fwd)")
+                if sp:
+                    add("tp", "AllGather", m, X,
+                        "vocab-parallel embedding output gradient: the reduce-scatter's conjugate (bwd)")
+            if last:
+                if sp:
+                    add("tp", "AllGather", (1 + regather // 2) * m, X, "vocab-parallel head input (fwd)"
+                        + (" and its re-gather for dW (bwd)" if regather else ""))
+                    add("tp", "ReduceScatter", m, X, "vocab-parallel head input gradient (bwd)")
+                else:
+                    add("tp", "AllReduce", m, X, "vocab-parallel head input gradient (bwd)")
+                add("tp", "AllReduce", 3 * m, tokens * 4, "vocab-parallel cross-entropy: max, sum exp, target logit (fp32)")
+        if sp:                       # weights replicated over TP see s/t tokens: partial gradients
+            replicated = sum(math.prod(q.local_shape(t)) for q in dense if q.tp_axis is None)
+            if replicated:
+                add("tp", "AllReduce", 1, replicated * prec.grad_bytes,
+                    "gradients of TP-replicated weights under SP (norms" + (", embedding/head" if s.vocab_emb_dp else "")
+                    + (", routers" if moe is not None else "") + ")", overlap="backward")
+
+        # DP / optimizer parallel, per parameter of this stage: dense weights over dp, experts over
+        # the dp / ep ranks holding the same experts
+        for group, shapes, size in (("dp", dense_local, d), ("edp", expert_local, d // ep)):
+            n_plain = plain = n_sh = sharded = 0
+            for shape in shapes:
+                n = math.prod(shape)
+                if zero_sharded(shape, prec.param_bytes, size, level, threshold):
+                    n_sh, sharded = n_sh + 1, sharded + n
+                else:
+                    n_plain, plain = n_plain + 1, plain + n
+            what = "expert " if group == "edp" else ""
+            if n_plain:
+                add(group, "AllReduce", n_plain, None, f"{what}gradients" + (" of unsharded parameters" if level else ""),
+                    total=plain * prec.grad_bytes, overlap="backward")
+            if n_sh:
+                rs_calls = m if level >= 2 else 1
+                add(group, "ReduceScatter", n_sh * rs_calls, None,
+                    f"{what}gradients of sharded parameters" + (" (every micro-batch)" if rs_calls > 1 else ""),
+                    total=sharded * prec.grad_bytes * rs_calls, overlap="backward" if rs_calls == 1 else "backward-mb")
+                if level >= 3:
+                    add(group, "AllGather", 2 * m * n_sh, None, f"{what}parameters before forward and before backward "
+                        "(every micro-batch)", total=2 * m * sharded * prec.param_bytes, overlap="compute")
+                else:
+                    add(group, "AllGather", n_sh, None, f"updated {what}parameters", total=sharded * prec.param_bytes)
+
+        # pipeline: every micro-batch crosses every chunk boundary (v chunks per device), except
+        # into the very first chunk and out of the very last
+        Xp = X // (t if sp else 1)
+        out_of_last, into_first = (m if last else 0), (m if first else 0)
+        add("pp", "Send", m * v - out_of_last, Xp, "activations to the next stage (fwd)")
+        add("pp", "Receive", m * v - out_of_last, Xp, "activation gradients from the next stage (bwd)")
+        add("pp", "Receive", m * v - into_first, Xp, "activations from the previous stage (fwd)")
+        add("pp", "Send", m * v - into_first, Xp, "activation gradients to the previous stage (bwd)")
+        if cfg.tie_embeddings and p > 1 and (first or last):
+            add("embedding", "AllReduce", 1, V * h // (1 if s.vocab_emb_dp else t) * prec.grad_bytes,
+                "tied embedding gradient, first and last stage")
+
+        # compute: matmul FLOPs (forward 2 per multiply-add, backward 2x forward)
+        q_dim, kv_dim, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.hidden_dim
+        attn_gemm = 2 * tokens * (2 * h * q_dim + 2 * h * kv_dim) / t
+        if moe is None:
+            ffn_gemm = 2 * tokens * 3 * h * f / t
+        else:
+            R = moe_rows(self.moe_tokens, moe.num_experts, moe.top_k, moe.capacity_factor)
+            ffn_gemm = 2 * R * 3 * h * f / t + 2 * self.moe_tokens * h * moe.num_experts   # experts + router
+        gemm = attn_gemm + ffn_gemm
+        core = 4 * self.b * self.seq * self.seq * q_dim / t            # QK^T and PV, the full square
+        extra = {"none": 0, "selective": core, "full": gemm + core}[s.recompute]
+        vocab_split = t > 1 and (not s.vocab_emb_dp or sp)
+        flops = m * layers * (3 * (gemm + core) + extra)
         if last:
-            if sp:
-                add("tp", "AllGather", (1 + regather // 2) * m, X, "vocab-parallel head input (fwd)"
-                    + (" and its re-gather for dW (bwd)" if regather else ""))
-                add("tp", "ReduceScatter", m, X, "vocab-parallel head input gradient (bwd)")
+            flops += m * 3 * 2 * tokens * h * V / (t if vocab_split else 1)
+        times = self._times(cols, flops, static, layers)
+        return static, cols, flops, times
+
+    def _times(self, cols, flops, static, layers) -> dict:
+        """The step-time model of the module docstring ("Time"), for one rank of a stage."""
+        s, links, device = self.s, self.links, self.device
+        p, m, v, n_copies = s.pipeline_stage, s.micro_batch_num, s.virtual_pipeline_stages, s.fine_grain_interleave
+        if device is not None:
+            compute_s = flops / (device.peak_flops("matmul", self.prec.compute_dtype) * self.efficiency)
+            mem_bw = device.mem_bw
+        else:
+            compute_s, mem_bw = 0.0, None
+        by = {"tp-layer": 0.0, "exposed": 0.0, "backward": 0.0, "backward-mb": 0.0, "compute": 0.0}
+        tp_calls = 0
+        for c in cols:
+            by[c.overlap] += c.time(links)
+            if c.overlap == "tp-layer":
+                tp_calls += c.calls
+        comm_s = sum(by.values())
+        tp_s = by["tp-layer"]
+        if tp_s > 0 and n_copies > 1:
+            frac = None
+            if self.moe is None and device is not None:     # the simulator's dense layer, this device and link
+                frac = simulated_tp_exposed_fraction(self.cfg, s.model_parallel, self.seq, self.b, n_copies, device,
+                                                     links.bandwidth(s.model_parallel), links.latency_s,
+                                                     self.prec.compute_dtype, self.efficiency, s.sp_regather)
+            if frac is not None:
+                self.tp_overlap_source = "two-stream simulator, one layer"
             else:
-                add("tp", "AllReduce", m, X, "vocab-parallel head input gradient (bwd)")
-            add("tp", "AllReduce", 3 * m, tokens * 4, "vocab-parallel cross-entropy: max, sum exp, target logit (fp32)")
-    if sp:                       # weights replicated over TP see s/t tokens: partial gradients
-        replicated = sum(math.prod(q.local_shape(t)) for q in mine if q.tp_axis is None)
-        if replicated:
-            add("tp", "AllReduce", 1, replicated * prec.grad_bytes,
-                "gradients of TP-replicated weights under SP (norms" + (", embedding/head" if s.vocab_emb_dp else "") + ")")
-
-    # DP / optimizer parallel, per parameter of this stage
-    n_plain = plain = n_sh = sharded = 0
-    for q, shape in zip(mine, local):
-        n = math.prod(shape)
-        if zero_sharded(shape, prec.param_bytes, d, s.zero_level, s.parallel_optimizer_threshold):
-            n_sh, sharded = n_sh + 1, sharded + n
+                # one chain per layer pass: k = the TP collectives of one layer per micro-batch
+                k = max(1, round(tp_calls / max(1, layers * m)))
+                frac, self.tp_overlap_source = tp_exposed_fraction(k, compute_s / tp_calls, tp_s / tp_calls, n_copies)
+            tp_exposed = frac * tp_s
         else:
-            n_plain, plain = n_plain + 1, plain + n
-    if n_plain:
-        add("dp", "AllReduce", n_plain, None, "gradients" + (" of unsharded parameters" if s.zero_level else ""),
-            total=plain * prec.grad_bytes)
-    if n_sh:
-        level = s.zero_level
-        rs_calls = m if level >= 2 else 1
-        add("dp", "ReduceScatter", n_sh * rs_calls, None,
-            "gradients of sharded parameters" + (" (every micro-batch)" if rs_calls > 1 else ""),
-            total=sharded * prec.grad_bytes * rs_calls)
-        if level >= 3:
-            add("dp", "AllGather", 2 * m * n_sh, None, "parameters before forward and before backward "
-                "(every micro-batch)", total=2 * m * sharded * prec.param_bytes)
-        else:
-            add("dp", "AllGather", n_sh, None, "updated parameters", total=sharded * prec.param_bytes)
-
-    # pipeline
-    Xp = X // r
-    if not last:
-        add("pp", "Send", m, Xp, "activations to the next stage (fwd)")
-        add("pp", "Receive", m, Xp, "activation gradients from the next stage (bwd)")
-    if not first:
-        add("pp", "Receive", m, Xp, "activations from the previous stage (fwd)")
-        add("pp", "Send", m, Xp, "activation gradients to the previous stage (bwd)")
-    if cfg.tie_embeddings and p > 1 and (first or last):
-        add("embedding", "AllReduce", 1, V * h // (1 if s.vocab_emb_dp else t) * prec.grad_bytes,
-            "tied embedding gradient, first and last stage")
-
-    # compute time: matmul FLOPs (forward 2 per multiply-add, backward 2x forward)
-    q_dim, kv_dim, f = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim, cfg.hidden_dim
-    gemm = 2 * tokens * (2 * h * q_dim + 2 * h * kv_dim + 3 * h * f) / t
-    core = 4 * b * seq * seq * q_dim / t                           # QK^T and PV, the full square
-    extra = {"none": 0, "selective": core, "full": gemm + core}[s.recompute]
-    flops = m * layers * (3 * (gemm + core) + extra)
-    if last:
-        flops += m * 3 * 2 * tokens * h * V / (t if vocab_split else 1)
-    if device is not None:
-        compute_s = flops / device.peak_flops("matmul", prec.compute_dtype)
-    else:
-        compute_s = 0.0
-    comm_s = sum(c.time(links) for c in cols)
-    bubble_s = compute_s * (p - 1) / m
-    times = {"compute_s": compute_s, "bubble_s": bubble_s, "comm_s": comm_s, "step_s": compute_s + bubble_s + comm_s}
-    start = i * t * d
-    return StagePlan(i, range(start, start + t * d), layers, in_flight, memory, cols, flops, times)
+            tp_exposed = tp_s
+        stretch = 1 + bubble_fraction(p, m, v)             # the pipeline: m + (p-1)/v slots of per-micro-batch work
+        pipeline_s = (compute_s + tp_exposed + by["exposed"]) * stretch
+        backward_last = compute_s / m * 2 / 3               # backward ~ 2x forward, of one micro-batch
+        grad_exposed = (overlap_exposed(by["backward"], backward_last)        # once per step: the last backward
+                        + overlap_exposed(by["backward-mb"], compute_s * 2 / 3))   # every micro-batch: all backwards
+        gather_exposed = overlap_exposed(by["compute"], compute_s)
+        optimizer_s = 0.0 if mem_bw is None else adam_update_seconds(static["parameters"], static["gradients"],
+                                                                      static["optimizer"], mem_bw)
+        bubble_s = compute_s * (p - 1) / (v * m)
+        step_s = pipeline_s + grad_exposed + gather_exposed + optimizer_s
+        return {"compute_s": compute_s, "bubble_s": bubble_s, "comm_s": comm_s,
+                "exposed_comm_s": step_s - compute_s - bubble_s - optimizer_s, "optimizer_s": optimizer_s,
+                "tp_comm_s": tp_s, "tp_exposed_s": tp_exposed,
+                "tp_hidden_fraction": 0.0 if tp_s == 0 else 1 - tp_exposed / tp_s, "step_s": step_s}
 
 
 __all__ = ["ParallelStrategy", "Precision", "ParamSpec", "ParallelPlan", "StagePlan", "Collective",
            "plan_parallel", "llama_parameters", "stage_layer_counts", "zero_sharded", "static_bytes",
            "korthikanti_layer_bytes", "llama_layer_activation_bytes", "OPTIMIZER_LEVELS", "RECOMPUTE_MODES",
-           "ATTENTION_KINDS", "COLLECTIVES"]
+           "ATTENTION_KINDS", "COLLECTIVES", "MoESpec"]
 
 
 # ------------------------------------------------------------------------------------------------
