@@ -16,10 +16,22 @@ The hook is installed by `communication.init()` and by the runner `msrun` starts
 
 When `msrun` started the job it sets MINISPORE_FAILURE_DIR; the failing rank also writes
 `rank_<r>.failed` there (its exception's last line), which is how msrun names the rank afterwards.
+
+A rank can also die without running any Python at all: SIGKILL (the kernel's OOM killer, `kill
+-9`, a node going away) or a crash in C code. No hook runs then, so msrun watches from the
+outside: every rank records `rank_<r>.pid` in the same folder when the hook is installed, and
+`rank_<r>.exited` when its interpreter exits normally (`record_rank_process`). A recorded process
+that is gone with neither marker died abnormally; the first such one is the failed rank: msrun
+names it, stops the rest of the job (which would otherwise wait for it in their next collective)
+and takes its signal from mpiexec's per-rank exit codes (launcher.py says why mpiexec's own
+report cannot name the rank). `read_rank_pids` reads the PID files back and `describe_exit`
+words how a process ended.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import signal
 import sys
 import traceback
 
@@ -73,7 +85,9 @@ def install_abort_on_exception() -> None:
     ranks: a single process has nobody waiting on it, and Python's own report is the right one."""
     global _previous_hook
     from ..common import process_groups
-    if process_groups.world().size <= 1 or sys.excepthook is report_and_abort:
+    world = process_groups.world()
+    record_rank_process(world.rank)
+    if world.size <= 1 or sys.excepthook is report_and_abort:
         return
     _previous_hook = sys.excepthook
     sys.excepthook = report_and_abort
@@ -84,6 +98,63 @@ def uninstall_abort_on_exception() -> None:
     if sys.excepthook is report_and_abort:
         sys.excepthook = _previous_hook or sys.__excepthook__
     _previous_hook = None
+
+
+_recorded = None
+
+
+def record_rank_process(rank: int) -> None:
+    """In an msrun job (MINISPORE_FAILURE_DIR set; nothing otherwise): write this process's id to
+    `rank_<r>.pid`, and register an exit handler that writes `rank_<r>.exited` when the
+    interpreter ends normally. msrun tells a rank that died (SIGKILL, a crash) from one that
+    finished by the second file (see the module docstring). Idempotent."""
+    global _recorded
+    folder = os.environ.get(FAILURE_DIR_VAR)
+    if not folder or rank is None or _recorded == (folder, rank):
+        return
+    try:
+        with open(os.path.join(folder, f"rank_{rank}.pid"), "w") as f:
+            f.write(f"{os.getpid()}\n")
+    except OSError:                        # a missing PID file only makes a report less precise
+        return
+    if _recorded is None:
+        atexit.register(_mark_exited)
+    _recorded = (folder, rank)
+
+
+def _mark_exited() -> None:
+    if _recorded is None:
+        return
+    folder, rank = _recorded
+    try:
+        open(os.path.join(folder, f"rank_{rank}.exited"), "w").close()
+    except OSError:
+        pass
+
+
+def read_rank_pids(folder: str) -> dict[int, int]:
+    """{pid: rank} of the `rank_<r>.pid` files in `folder` (for msrun)."""
+    found = {}
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else ():
+        if name.startswith("rank_") and name.endswith(".pid"):
+            try:
+                rank = int(name[len("rank_"):-len(".pid")])
+                with open(os.path.join(folder, name)) as f:
+                    found[int(f.read().strip())] = rank
+            except (ValueError, OSError):
+                continue
+    return found
+
+
+def describe_exit(code: int | None = None, signal_number: int | None = None) -> str:
+    """"killed by signal 9 (SIGKILL)" or "exited with status 3": how a process ended."""
+    if signal_number is not None:
+        try:
+            name = signal.Signals(signal_number).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {signal_number} ({name})"
+    return f"exited with status {code}"
 
 
 def read_failures(folder: str) -> dict[int, str]:

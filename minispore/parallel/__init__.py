@@ -9,6 +9,10 @@
 * `checkpoint_transform`: `transform_checkpoints`, `transform_checkpoint_by_rank`,
   `rank_list_for_transform`, `merge_sliced_parameter`, `load_distributed_checkpoint`,
   `unified_safetensors` -- offline file work, no MPI needed.
+* `checkpoint_set`: complete checkpoint sets (every rank's file and the strategy, committed by a
+  manifest written last): `save_checkpoint_set`, `latest_complete_set`, `verify_checkpoint_set`.
+* `recovery`: fault recovery for a training script under `msrun --auto-restart`:
+  `resume_training`, `save_training_set`, `restart_attempt`, `use_compile_cache`.
 * `megatron`: tensor parallelism written out in PyNative (Megatron-LM's f/g operators):
   `ColumnParallelDense`, `RowParallelDense`, `VocabParallelEmbedding`,
   `vocab_parallel_cross_entropy`, `gathered_parameters`, and sequence parallelism's region
@@ -24,6 +28,9 @@ from .strategy_file import (ParallelLayouts, build_searched_strategy, build_stra
 from .checkpoint_transform import (load_distributed_checkpoint, load_training_state, merge_sliced_parameter,
                                    rank_list_for_transform, training_state_dict, transform_checkpoint_by_rank,
                                    transform_checkpoints, unified_safetensors)
+from .checkpoint_set import (CheckpointSet, CheckpointSetWriter, IncompleteCheckpointSetError,
+                             latest_complete_set, save_checkpoint_set, verify_checkpoint_set)
+from . import recovery
 from .megatron import (ColumnParallelDense, CopyToModelParallelRegion, GatherFromModelParallelRegion,
                        GatherFromSequenceParallelRegion, ReduceFromModelParallelRegion,
                        ReduceScatterToSequenceParallelRegion, RowParallelDense, ScatterToModelParallelRegion,
@@ -37,4 +44,6 @@ __all__ = ["Layout", "assemble", "check_shape", "replica_groups", "shard_of", "s
            "ColumnParallelDense", "RowParallelDense", "VocabParallelEmbedding", "vocab_parallel_cross_entropy",
            "gathered_parameters", "CopyToModelParallelRegion", "ReduceFromModelParallelRegion",
            "GatherFromModelParallelRegion", "ScatterToModelParallelRegion",
-           "GatherFromSequenceParallelRegion", "ReduceScatterToSequenceParallelRegion", "sequence_chunk"]
+           "GatherFromSequenceParallelRegion", "ReduceScatterToSequenceParallelRegion", "sequence_chunk",
+           "CheckpointSet", "CheckpointSetWriter", "IncompleteCheckpointSetError", "latest_complete_set",
+           "save_checkpoint_set", "verify_checkpoint_set", "recovery"]
