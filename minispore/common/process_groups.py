@@ -136,6 +136,19 @@ def create(name: str, ranks) -> Group:
     return group
 
 
+def ensure(name: str, ranks, op: str) -> str:
+    """Group `name` over world `ranks`, created unless it exists; returns the name. Collective like
+    `create`: every rank decides the same way from the same arguments, so every rank takes part
+    in the same creates. An existing group of that name over other ranks is an error of `op`."""
+    world()
+    existing = _groups.get(name)
+    if existing is None:
+        create(name, ranks)
+    elif existing.ranks != tuple(int(r) for r in ranks):
+        raise OpValueError(op, f"group '{name}' over world ranks {list(ranks)}", f"ranks {list(existing.ranks)}")
+    return name
+
+
 def destroy(name: str) -> None:
     if name in WORLD_NAMES:
         raise OpValueError("destroy_group", "a group created with create_group", repr(name))

@@ -158,17 +158,7 @@ def as_parallel_config(config) -> TransformerOpParallelConfig:
 
 
 def _group(name, ranks) -> str:
-    """The group `name` over world `ranks`, created unless it exists (the same on every rank:
-    the decision depends only on the arguments, so every rank takes part in the same creates)."""
-    try:
-        existing = pg.get(name)
-    except OpValueError:
-        existing = None
-    if existing is None:
-        pg.create(name, ranks)
-    elif existing.ranks != tuple(ranks):
-        raise OpValueError(_OP, f"group '{name}' over world ranks {list(ranks)}", f"ranks {list(existing.ranks)}")
-    return name
+    return pg.ensure(name, ranks, _OP)
 
 
 def parallel_groups(config: TransformerOpParallelConfig):

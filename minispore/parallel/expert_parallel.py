@@ -108,17 +108,7 @@ def layout_of(parallel_config) -> tuple:
 
 
 def _group(name, ranks) -> str:
-    """Group `name` over world `ranks`, created unless it exists (collective: every rank decides the
-    same way from the same arguments)."""
-    try:
-        existing = pg.get(name)
-    except OpValueError:
-        existing = None
-    if existing is None:
-        pg.create(name, ranks)
-    elif existing.ranks != tuple(ranks):
-        raise OpValueError(_OP, f"group '{name}' over world ranks {list(ranks)}", f"ranks {list(existing.ranks)}")
-    return name
+    return pg.ensure(name, ranks, _OP)
 
 
 def expert_parallel_groups(data_parallel: int, expert_parallel: int) -> tuple:

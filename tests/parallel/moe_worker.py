@@ -32,6 +32,8 @@ from minispore.mint.optim import AdamW
 from minispore.ops.prims import comm
 from minispore.parallel.expert_parallel import expert_parallel
 
+from sp_worker import batches      # the sequence-parallel tests' noisy counting data (same seed, same rows)
+
 STEPS = 20
 
 
@@ -49,18 +51,6 @@ def make_model(c, dtype, seed=0):
         for p in m.get_parameters():
             p.set_dtype(dtype)
     return m
-
-
-def batches(c, steps, batch=4, seq=8, seed=5):
-    """Next-token data with structure (a noisy counting sequence) so the loss really moves."""
-    g = np.random.default_rng(seed)
-    out = []
-    for _ in range(steps):
-        start = g.integers(0, c.vocab_size, (batch, 1))
-        ids = (start + np.arange(seq + 1)[None]) % c.vocab_size
-        ids = np.where(g.random(ids.shape) < 0.1, g.integers(0, c.vocab_size, ids.shape), ids)
-        out.append((ms.Tensor(ids[:, :-1].astype(np.int64)), ms.Tensor(ids[:, 1:].astype(np.int64))))
-    return out
 
 
 def parse(case):
