@@ -56,6 +56,14 @@ ALLOWED = {
         "the kinds of a redistribution plan's steps (its own vocabulary; the collectives share the names)",
     ("minispore/graph/parallel/redistribution.py", "COMMUNICATING"):
         "the plan-step kinds that move data (its own vocabulary; the collectives share the names)",
+    ("minispore/parallel/simulator/cost.py", "COLLECTIVES"):
+        "the simulator's own vocabulary of communication kinds, each with its alpha-beta ring formula "
+        "(simulated tasks are not graph nodes; the collectives share the names)",
+    ("minispore/parallel/simulator/gantt.py", "COLOURS"):
+        "the Gantt chart's colour per task kind (the simulator's vocabulary, which shares the names)",
+    ("minispore/parallel/simulator/jit_graph.py", "_KIND"):
+        "maps a collective node (found by its `collective` fact) to the simulator's ring formula; the "
+        "formula depends on the communication pattern, which no Primitive fact records yet",
     ("minispore/ops/tensor_methods.py", "_SAME_NAME"):
         "Tensor method names that equal functional-API names (the Python API surface, not op facts)",
     ("minispore/ops/composite.py", "_REEXPORTED"):
