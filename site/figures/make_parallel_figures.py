@@ -1,6 +1,7 @@
 """Draws the pictures of the "Distributed training" page (site/distributed.md) into site/figures/.
 
     .venv/bin/python site/figures/make_parallel_figures.py      # rewrites the PNGs next to this file
+    .venv/bin/python site/figures/make_parallel_figures.py pipeline_schedules.png    # just one
 
 The blocks are not drawn by hand: every piece's position comes from minispore's own slice algebra
 (`minispore.parallel.slice_bounds`), so a picture shows what the code does.
@@ -10,6 +11,20 @@ The blocks are not drawn by hand: every piece's position comes from minispore's 
   replica) is striped in their colours.
 * `redistribution.png`: four ranks before and after each redistribution collective (AllGather,
   AlltoAll, AllReduce, ReduceScatter), with the bytes each rank receives.
+
+and those of "Eight ways to split a model" (site/parallel-strategies.md):
+
+* `pipeline_schedules.png`: GPipe, 1F1B and interleaved 1F1B on 4 stages and 8 micro-batches, the
+  very action lists the MPI executor walks (`minispore.nn.pipeline_schedule.make_schedule`),
+  replayed with uniform durations by its `simulate` (backward = 2 x forward).
+* `multi_copy_gantt.png`: one LLaMA-7B layer under TP 8 + sequence parallel on a simulated
+  Ascend 910B, one copy vs two (`minispore.parallel.simulator.simulate_transformer`, its
+  `plot_gantt`): the communication row under an idle compute row is exposed.
+* `strategy_search.png`: LLaMA-70B on 1,024 H100s, every dp x tp x pp x ZeRO x recompute
+  factorization the strategy search plans, MFU against per-rank memory (its own `plot`).
+* `memory_per_rank.png`: LLaMA-7B on 8 devices, per-rank bytes of parameters, gradients,
+  optimizer state and activations for each strategy, from the parallel DryRun
+  (`minispore.llm.parallel_plan.plan_parallel`), nothing built.
 
 The PNGs are committed; the page links them. Re-run this script after changing it (the output does
 not depend on the date: matplotlib's metadata stamp is left out).
@@ -155,10 +170,127 @@ def redistribution_figure(path: Path):
     plt.close(fig)
 
 
-def main():
-    layouts_figure(HERE / "layouts.png")
-    redistribution_figure(HERE / "redistribution.png")
-    print("wrote", HERE / "layouts.png", "and", HERE / "redistribution.png")
+# ------------------------------------------------------------------------------------------------
+# "Eight ways to split a model" (site/parallel-strategies.md)
+PHASE_COLORS = {"F": "#8ecae6", "B": "#90be6d"}
+
+
+def pipeline_figure(path: Path, p=4, m=8):
+    """Each schedule's action lists (nn/pipeline_schedule.py), replayed by its own `simulate`:
+    one row per device, one box per action, labelled with its micro-batch (and chunk)."""
+    from minispore.nn.pipeline_schedule import make_schedule, simulate
+    cases = [("GPipe", "gpipe", 1), ("1F1B", "1f1b", 1), ("interleaved 1F1B, v = 2", "1f1b", 2)]
+    fig, axes = plt.subplots(len(cases), 1, figsize=(12, 1.15 * p * len(cases) / 1.6), sharex=True)
+    for ax, (title, scheduler, v) in zip(axes, cases):
+        tl = simulate(make_schedule(scheduler, p, m, v), t_f=1.0, t_b=2.0)
+        for d, spans in enumerate(tl.spans):
+            for a, start, end in spans:
+                ax.add_patch(Rectangle((start, d - 0.4), end - start, 0.8, facecolor=PHASE_COLORS[a.kind],
+                                       edgecolor="black", lw=0.5, alpha=1.0 if a.chunk < p else 0.6,
+                                       hatch=None if a.chunk < p else "//"))
+                if end - start >= 0.45:
+                    ax.text((start + end) / 2, d, str(a.microbatch), ha="center", va="center", fontsize=6.5)
+        ax.set_ylim(p - 0.5, -0.5)
+        ax.set_yticks(range(p))
+        ax.set_yticklabels([f"stage {d}" for d in range(p)], fontsize=8)
+        ax.set_title(f"{title}: bubble {tl.bubble_fraction:.3f} of the ideal step (formula (p-1)/(v m) = "
+                     f"{(p - 1) / (v * m):.3f}); peak saved micro-batches per stage {tl.peak_in_flight}",
+                     fontsize=9, loc="left")
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    ends = [simulate(make_schedule(sch, p, m, v), t_f=1.0, t_b=2.0).makespan for _, sch, v in cases]
+    axes[-1].set_xlim(0, max(ends) + 0.2)          # shared by the three panels
+    axes[-1].set_xlabel("time (a forward of one micro-batch through one stage = 1; a backward = 2)", fontsize=8)
+    handles = [Rectangle((0, 0), 1, 1, facecolor=PHASE_COLORS["F"], edgecolor="black", lw=0.5),
+               Rectangle((0, 0), 1, 1, facecolor=PHASE_COLORS["B"], edgecolor="black", lw=0.5),
+               Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", lw=0.5, hatch="//")]
+    fig.legend(handles, ["forward (number = micro-batch)", "backward", "second chunk (virtual stage p..2p-1)"],
+               loc="lower right", fontsize=8, ncol=3, frameon=False)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(path, dpi=110, metadata=METADATA)
+    plt.close(fig)
+
+
+def multi_copy_figure(path: Path):
+    """The two-stream simulator's schedule of one LLaMA-7B layer (TP 8 + SP, seq 4096, 910B)."""
+    from minispore.parallel.simulator import plot_gantt, simulate_transformer
+    fig, axes = plt.subplots(2, 1, figsize=(12, 4.4))
+    for ax, n in zip(axes, (1, 2)):
+        tl = simulate_transformer("llama-7b", copies=n, layers=1, tp=8, seq=4096, device="ascend910b")
+        plot_gantt(tl, ax=ax, title=f"llama-7b, 1 layer, TP 8 + SP, seq 4096, simulated Ascend 910B, {n} "
+                   f"cop{'y' if n == 1 else 'ies'}: {tl.makespan() * 1e3:.2f} ms, hidden forward "
+                   f"{tl.hidden_fraction('forward'):.0%} / backward {tl.hidden_fraction('backward'):.0%}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata=METADATA)
+    plt.close(fig)
+
+
+def memory_figure(path: Path):
+    """Per-rank bytes of LLaMA-7B on 8 devices (bf16 compute, fp32 master weights and AdamW), seq 4096."""
+    from minispore.llm.config import get_preset
+    from minispore.llm.parallel_plan import ParallelStrategy, Precision, plan_parallel
+    cfg = get_preset("llama-7b").model
+    mixed = Precision(compute_dtype="bfloat16", param_dtype="float32", grad_dtype="float32")
+    strategies = [
+        ("DP 8", ParallelStrategy(data_parallel=8)),
+        ("DP 8\nZeRO level1", ParallelStrategy(data_parallel=8, optimizer_level="level1")),
+        ("DP 8\nZeRO level2", ParallelStrategy(data_parallel=8, optimizer_level="level2")),
+        ("DP 8\nZeRO level3", ParallelStrategy(data_parallel=8, optimizer_level="level3")),
+        ("TP 8", ParallelStrategy(model_parallel=8)),
+        ("TP 8 + SP", ParallelStrategy(model_parallel=8, use_seq_parallel=True)),
+        ("PP 8, m = 16\n(1F1B, stage 0)", ParallelStrategy(pipeline_stage=8, micro_batch_num=16)),
+        ("DP 2 x TP 2 x PP 2\n+ SP, m = 8", ParallelStrategy(data_parallel=2, model_parallel=2, pipeline_stage=2,
+                                                           micro_batch_num=8, use_seq_parallel=True)),
+    ]
+    parts = ("parameters", "gradients", "optimizer", "activations")
+    colors = dict(zip(parts, ("#8ecae6", "#ffb703", "#90be6d", "#f28482")))
+    fig, ax = plt.subplots(figsize=(12, 4.2))
+    for i, (label, st) in enumerate(strategies):
+        plan = plan_parallel(cfg, st, batch_size=1, seq_len=4096, precision=mixed, attention="flash")
+        mem = plan.memory(plan.peak_memory()[1])
+        bottom = 0.0
+        for part in parts:
+            gib = mem[part] / 2**30
+            ax.bar(i, gib, bottom=bottom, color=colors[part], edgecolor="black", lw=0.5,
+                   label=part if i == 0 else None)
+            bottom += gib
+        ax.text(i, bottom + 2, f"{bottom:.0f}", ha="center", va="bottom", fontsize=8)
+    ax.axhline(64, color="grey", ls="--", lw=1)
+    ax.text(len(strategies) - 0.5, 65, "64 GiB (an Ascend 910B)", ha="right", va="bottom", fontsize=8, color="grey")
+    ax.set_xticks(range(len(strategies)))
+    ax.set_xticklabels([s[0] for s in strategies], fontsize=8)
+    ax.set_ylabel("GiB per rank (the fullest rank)")
+    ax.set_title("LLaMA-7B, 8 devices, seq 4096, micro-batch 1, bf16 compute + fp32 weights/grads/AdamW, flash "
+                 "attention: the parallel DryRun's per-rank memory", fontsize=9)
+    ax.legend(fontsize=8)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata=METADATA)
+    plt.close(fig)
+
+
+def strategy_search_figure(path: Path):
+    """`minispore dryrun --model llama-70b --world 1024 --search --plot PATH`: every dp x tp x pp x
+    ZeRO x recompute factorization of 1,024 H100s, predicted MFU against per-rank memory
+    (minispore.llm.strategy_search; the plot is its own `plot` method)."""
+    from minispore.llm.moe_plan import dryrun_model
+    from minispore.llm.strategy_search import search_strategies
+    cfg, moe = dryrun_model("llama-70b")
+    search_strategies(cfg, 1024, device="h100", seq_len=4096, moe=moe, model="llama-70b").plot(str(path))
+
+
+FIGURES = {"layouts.png": layouts_figure, "redistribution.png": redistribution_figure,
+           "pipeline_schedules.png": pipeline_figure, "multi_copy_gantt.png": multi_copy_figure,
+           "memory_per_rank.png": memory_figure, "strategy_search.png": strategy_search_figure}
+
+
+def main(argv=None):
+    """Draw every figure, or only those named on the command line."""
+    names = (argv if argv is not None else sys.argv[1:]) or list(FIGURES)
+    for name in names:
+        FIGURES[name](HERE / name)
+        print("wrote", HERE / name)
 
 
 if __name__ == "__main__":
