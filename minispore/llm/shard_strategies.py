@@ -76,8 +76,15 @@ def _check_config(op, model, pc):
     if not isinstance(pc, TransformerOpParallelConfig):
         raise OpTypeError(op, "a TransformerOpParallelConfig as parallel_config", type(pc).__name__)
     if pc.pipeline_stage != 1 or pc.micro_batch_num != 1:
-        raise OpValueError(op, "pipeline_stage 1 and micro_batch_num 1 (no pipeline parallelism yet)",
+        raise OpValueError(op, "pipeline_stage 1 and micro_batch_num 1 (pipelines are nn.PipelineCell, "
+                           "not shard strategies)",
                            f"pipeline_stage={pc.pipeline_stage}, micro_batch_num={pc.micro_batch_num}")
+    if pc.fine_grain_interleave != 1 or pc.expert_parallel != 1:
+        # multi-copy is the explicit Megatron model's schedule (parallel/multi_copy.py), expert
+        # parallel parallel/expert_parallel.py: neither is expressed as shard strategies here
+        raise OpValueError(op, "fine_grain_interleave 1 and expert_parallel 1 (multi-copy: "
+                           "llm.tensor_parallel; experts: parallel.expert_parallel)",
+                           f"fine_grain_interleave={pc.fine_grain_interleave}, expert_parallel={pc.expert_parallel}")
     cfg: LlamaConfig = model.config
     mp = pc.model_parallel
     sizes = [("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads), ("the FFN hidden size", cfg.hidden_dim)]

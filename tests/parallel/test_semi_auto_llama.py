@@ -245,6 +245,11 @@ def test_bad_configs_are_refused_before_any_graph():
                     TransformerOpParallelConfig(model_parallel=4, vocab_emb_dp=False))
     with pytest.raises(OpValueError, match="shard_llama.*pipeline_stage 1"):
         shard_llama(model, TransformerOpParallelConfig(pipeline_stage=2))
+    with pytest.raises(OpValueError, match="shard_llama.*fine_grain_interleave 1"):
+        shard_llama(model, TransformerOpParallelConfig(model_parallel=2, use_seq_parallel=True,
+                                                       fine_grain_interleave=2))
+    with pytest.raises(OpValueError, match="shard_llama.*expert_parallel 1"):
+        shard_llama(model, TransformerOpParallelConfig(data_parallel=2, expert_parallel=2))
     with pytest.raises(OpTypeError, match="shard_llama.*TransformerOpParallelConfig"):
         shard_llama(model, {"model_parallel": 2})
     with pytest.raises(OpTypeError, match="shard_llama.*Llama"):
