@@ -118,7 +118,8 @@ from ..ops import functional as F
 from ..parallel.megatron import (ColumnParallelDense, CopyToModelParallelRegion, GatherFromModelParallelRegion,
                                  GatherFromSequenceParallelRegion, ReduceFromModelParallelRegion,
                                  ReduceScatterToSequenceParallelRegion, RowParallelDense, VocabParallelEmbedding,
-                                 gathered_parameters, group_info, sequence_chunk, vocab_parallel_cross_entropy)
+                                 data_parallel_block, gathered_parameters, group_info, sequence_chunk,
+                                 vocab_parallel_cross_entropy)
 from .config import TransformerOpParallelConfig
 from .kv_cache import PagedKVCache
 from ..parallel.multi_copy import MultiCopyDecoder, check_fine_grain_interleave
@@ -453,11 +454,7 @@ class TensorParallelLlama(Llama):
     def data_parallel_batch(self, x):
         """This replica's rows of a global batch (axis 0 cut into data_parallel equal blocks, block
         dp_index): what its loss and gradients are computed on."""
-        if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[0] % self.dp_size:
-            raise OpValueError("TensorParallelLlama.data_parallel_batch", f"a Tensor whose first dimension "
-                               f"divides by data_parallel ({self.dp_size})", f"shape {tuple(getattr(x, 'shape', ()))}")
-        k = x.shape[0] // self.dp_size
-        return x if self.dp_size == 1 else F.narrow(x, 0, self.dp_rank * k, k)
+        return data_parallel_block("TensorParallelLlama.data_parallel_batch", x, self.dp_size, self.dp_rank)
 
     def data_parallel_mean(self, value):
         """The mean of a replica-local value (a loss) over the data-parallel group: the global

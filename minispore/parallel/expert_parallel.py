@@ -76,6 +76,7 @@ from ..nn import Cell, DistributedGradReducer
 from ..nn.layers.moe import MoE, SwiGLUExperts, moe_layers
 from ..ops import functional as F
 from ..ops.prims import comm as C
+from .megatron import data_parallel_block
 
 _OP = "expert_parallel"
 
@@ -238,11 +239,7 @@ class ExpertParallel:
     # -- a training step -------------------------------------------------------------------------
     def data_parallel_batch(self, x):
         """This rank's rows of a global batch (axis 0 cut into data_parallel equal blocks)."""
-        if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[0] % self.dp_size:
-            raise OpValueError("ExpertParallel.data_parallel_batch", f"a Tensor whose first dimension divides by "
-                               f"data_parallel ({self.dp_size})", f"shape {tuple(getattr(x, 'shape', ()))}")
-        k = x.shape[0] // self.dp_size
-        return x if self.dp_size == 1 else F.narrow(x, 0, self.dp_rank * k, k)
+        return data_parallel_block("ExpertParallel.data_parallel_batch", x, self.dp_size, self.dp_rank)
 
     def data_parallel_mean(self, value):
         """The mean of a rank-local number (a loss) over the world: the global batch's value."""

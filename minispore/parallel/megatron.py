@@ -299,6 +299,16 @@ def sequence_chunk(op, x, axis, size, rank):
     return x if size == 1 else F.narrow(x, axis, rank * k, k)
 
 
+def data_parallel_block(op, x, size, rank):
+    """This replica's rows of a global batch: axis 0 cut into `size` equal blocks, block `rank`
+    (a view; every rank is handed the global batch and cuts its own rows)."""
+    if not isinstance(x, Tensor) or x.ndim < 1 or x.shape[0] % size:
+        raise OpValueError(op, f"a Tensor whose first dimension divides by data_parallel ({size})",
+                           f"shape {tuple(getattr(x, 'shape', ()))}")
+    k = x.shape[0] // size
+    return x if size == 1 else F.narrow(x, 0, rank * k, k)
+
+
 # -------------------------------------------------------------------------------------------------
 # layers
 def _check_dense(op, dense):

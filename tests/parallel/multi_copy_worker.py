@@ -26,13 +26,16 @@ import numpy as np
 import minispore as ms
 from minispore.common.tensor import from_numpy
 from minispore.communication import get_group_size, get_rank, init
-from minispore.llm import Llama, LlamaConfig
+from minispore.llm import LlamaConfig
 from minispore.llm.config import TransformerOpParallelConfig
 from minispore.llm.tensor_parallel import tensor_parallel_llama
 from minispore.mint.optim import AdamW
 from minispore.ops import functional as F
 from minispore.ops.prims import comm
 from minispore.parallel import multi_copy
+
+from sp_worker import batches          # the sequence-parallel tests' noisy counting data
+from tp_clip_worker import make_model  # float64 weights, generic norms (same on every rank)
 
 STEPS = 20
 
@@ -41,31 +44,6 @@ def cfg(tie):
     # 8 query heads, 4 key/value heads (GQA, both divisible by 4), 30 tokens (uneven over 4 ranks)
     return LlamaConfig(vocab_size=30, dim=32, n_layers=2, n_heads=8, n_kv_heads=4, ffn_dim=32, max_seq_len=16,
                        dropout=0.0, tie_embeddings=tie, init_std=0.1)
-
-
-def make_model(c, seed=0):
-    """The same float64 weights on every rank; norms made generic so their gradients matter."""
-    ms.set_seed(seed)
-    m = Llama(c)
-    for p in m.get_parameters():
-        p.set_dtype(ms.float64)
-    rng = np.random.default_rng(seed + 100)
-    for name, p in m.parameters_and_names():
-        if name.endswith("norm.weight"):
-            p.set_data(ms.Tensor(1.0 + 0.1 * rng.standard_normal(p.shape)))
-    return m
-
-
-def batches(c, steps, batch, seq, seed=5):
-    """Next-token data with structure (a noisy counting sequence) so the loss really moves."""
-    g = np.random.default_rng(seed)
-    out = []
-    for _ in range(steps):
-        start = g.integers(0, c.vocab_size, (batch, 1))
-        ids = (start + np.arange(seq + 1)[None]) % c.vocab_size
-        ids = np.where(g.random(ids.shape) < 0.1, g.integers(0, c.vocab_size, ids.shape), ids)
-        out.append((ms.Tensor(ids[:, :-1].astype(np.int64)), ms.Tensor(ids[:, 1:].astype(np.int64))))
-    return out
 
 
 def parse(case):
